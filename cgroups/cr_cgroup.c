@@ -1,0 +1,2 @@
+/* placeholder until the cgroups module lands */
+#include "cr_cgroup.h"

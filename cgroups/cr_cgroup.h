@@ -1,0 +1,128 @@
+/* cr_cgroup: cgroup v1 and v2 memory control behind one small API.
+ *
+ * This module is the only code in corral that includes <libcgroup.h>.
+ * Every fallible function returns >= 0 on success or -errno on failure
+ * (libcgroup's positive ECG* codes are translated here, once). Library code
+ * never logs: callers log once.
+ *
+ * Paths called "rel" are relative to the root of the hierarchy that holds the
+ * memory controller, start with "/" and never end with "/" (the root is "/").
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cr_cgroup_layout {
+    CR_CGROUP_NONE,   /* no memory controller reachable */
+    CR_CGROUP_V1,     /* memory controller on a v1 hierarchy (legacy or hybrid) */
+    CR_CGROUP_V2,     /* memory controller on the unified hierarchy */
+    _CR_CGROUP_LAYOUT_MAX,
+};
+
+const char *cr_cgroup_layout_to_string(enum cr_cgroup_layout l);
+
+#define CR_CGROUP_UNLIMITED UINT64_MAX
+
+/* memory.stat, the fields corral reports. Missing fields read as 0. */
+struct cr_cgroup_stat {
+    uint64_t anon;
+    uint64_t file;
+    uint64_t kernel;   /* v2 "kernel" (or kernel_stack+slab+pagetables), v1 kernel usage if known */
+    uint64_t slab;
+    uint64_t sock;
+    uint64_t shmem;
+};
+
+/* OOM-related counters. v2: memory.events (hierarchical) or .local;
+ * v1: memory.oom_control (oom_kill, under_oom) and memory.failcnt (stored in
+ * .max so that "the limit was hit" reads the same on both). */
+struct cr_cgroup_events {
+    uint64_t low;
+    uint64_t high;
+    uint64_t max;
+    uint64_t oom;
+    uint64_t oom_kill;
+    uint64_t oom_group_kill;
+    bool under_oom;      /* v1 only */
+};
+
+/* Pure parsers over a file's text (NUL-terminated). Unknown keys are ignored.
+ * Return 0, or -EINVAL on text that is not of the file's form. */
+int cr_cgroup_parse_stat(const char *text, enum cr_cgroup_layout l, struct cr_cgroup_stat *ret);
+int cr_cgroup_parse_events(const char *text, struct cr_cgroup_events *ret);       /* v2 memory.events */
+int cr_cgroup_parse_oom_control(const char *text, struct cr_cgroup_events *ret);  /* v1 memory.oom_control */
+/* "max" → CR_CGROUP_UNLIMITED; a v1 limit of ~2^63 rounded to pages also reads as unlimited. */
+int cr_cgroup_parse_u64(const char *text, uint64_t *ret);
+/* /proc/<pid>/cgroup: find the memory controller's path (v1 line with
+ * "memory" in its controller list, or the v2 "0::" line when l is V2). */
+int cr_cgroup_parse_proc_cgroup(const char *text, enum cr_cgroup_layout l, char **ret_rel);
+/* Pure: the parent of a rel path ("/a/b" → "/a", "/a" → "/"); caller frees. */
+char *cr_cgroup_parent(const char *rel);
+
+/* The system's layout. Detects where the memory controller lives (v1 mount
+ * with "memory", else cgroup2 with "memory" in cgroup.controllers at its
+ * root). ret_mount: the mount point holding the memory controller. */
+int cr_cgroup_detect(enum cr_cgroup_layout *ret, char **ret_mount);
+
+/* The memory-controller cgroup of pid (0 = self), as a rel path. */
+int cr_cgroup_of_pid(pid_t pid, char **ret_rel);
+
+/* One cgroup. Opaque; freed with cr_cgroup_free (NULL-safe; returns NULL). */
+struct cr_cgroup;
+
+/* Opens a handle on rel. create=true creates it (and missing parents); an
+ * existing group is fine. Does not take ownership of anything. */
+int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret);
+struct cr_cgroup *cr_cgroup_free(struct cr_cgroup *cg);
+const char *cr_cgroup_rel(const struct cr_cgroup *cg);
+const char *cr_cgroup_fs_path(const struct cr_cgroup *cg);   /* absolute path in /sys/fs/cgroup… */
+enum cr_cgroup_layout cr_cgroup_layout(const struct cr_cgroup *cg);
+
+/* Limits. bytes == CR_CGROUP_UNLIMITED clears the limit. set_max also sets
+ * the swap limit (v2 memory.swap.max=0; v1 memory.memsw.limit_in_bytes =
+ * bytes) where the kernel offers it, so that a limit means a limit.
+ * set_high is v2 only: -EOPNOTSUPP on v1. */
+int cr_cgroup_set_max(struct cr_cgroup *cg, uint64_t bytes);
+int cr_cgroup_set_high(struct cr_cgroup *cg, uint64_t bytes);
+int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret);
+
+/* Readings. peak: v2 memory.peak where the kernel has it, v1
+ * memory.max_usage_in_bytes; -ENOENT when the kernel has none. */
+int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage);
+int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak);
+int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret);
+/* local=true reads v2 memory.events.local (events of this group alone);
+ * on v1 both read memory.oom_control + memory.failcnt. */
+int cr_cgroup_read_events(struct cr_cgroup *cg, bool local, struct cr_cgroup_events *ret);
+
+/* Moves pid (all its threads) into the group. */
+int cr_cgroup_attach(struct cr_cgroup *cg, pid_t pid);
+
+/* Removes the (empty) group, retrying briefly (up to ~timeout_ms) while the
+ * kernel still drains it (EBUSY right after the last task exits). */
+int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms);
+
+/* Removes every child group of parent_rel whose name starts with prefix
+ * (e.g. "w"), killing nothing: a group that still has tasks is left and
+ * counted. ret_removed/ret_left may be NULL. */
+int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix,
+                            unsigned *ret_removed, unsigned *ret_left);
+
+/* An fd that becomes readable (POLLIN) when an OOM event happens in the
+ * group: v1 an eventfd registered through cgroup.event_control on
+ * memory.oom_control; v2 an inotify fd watching memory.events for IN_MODIFY.
+ * The caller owns the fd (CLOEXEC, non-blocking), polls it, and on readiness
+ * calls cr_cgroup_oom_fd_drain() then re-reads the counters. */
+int cr_cgroup_oom_fd(struct cr_cgroup *cg, int *ret_fd);
+void cr_cgroup_oom_fd_drain(int fd);
+
+/* v2 delegation (Delegate=yes): moves every process of the group `rel` into
+ * the leaf rel/leaf_name (created), then enables the listed controllers
+ * ("+memory +pids +cpu": the ones available are enabled, memory must be) in
+ * rel's cgroup.subtree_control. -EOPNOTSUPP on v1. */
+int cr_cgroup_delegate_setup(const char *rel, const char *leaf_name, char **ret_leaf_rel);
+
+/* v2: enables controllers in rel's cgroup.subtree_control (memory required). */
+int cr_cgroup_enable_subtree(const char *rel);

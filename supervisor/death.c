@@ -1,0 +1,1 @@
+/* placeholder: the analysis module fills this in */
