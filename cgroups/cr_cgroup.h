@@ -11,13 +11,14 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 enum cr_cgroup_layout {
-    CR_CGROUP_NONE,   /* no memory controller reachable */
-    CR_CGROUP_V1,     /* memory controller on a v1 hierarchy (legacy or hybrid) */
-    CR_CGROUP_V2,     /* memory controller on the unified hierarchy */
+    CR_CGROUP_NONE, /* no memory controller reachable */
+    CR_CGROUP_V1,   /* memory controller on a v1 hierarchy (legacy or hybrid) */
+    CR_CGROUP_V2,   /* memory controller on the unified hierarchy */
     _CR_CGROUP_LAYOUT_MAX,
 };
 
@@ -29,15 +30,48 @@ const char *cr_cgroup_layout_to_string(enum cr_cgroup_layout l);
 struct cr_cgroup_stat {
     uint64_t anon;
     uint64_t file;
-    uint64_t kernel;   /* v2 "kernel" (or kernel_stack+slab+pagetables), v1 kernel usage if known */
+    uint64_t kernel; /* v2 "kernel" (or kernel_stack+slab+pagetables), v1 kernel usage if known */
     uint64_t slab;
     uint64_t sock;
     uint64_t shmem;
 };
 
 /* OOM-related counters. v2: memory.events (hierarchical) or .local;
- * v1: memory.oom_control (oom_kill, under_oom) and memory.failcnt (stored in
- * .max so that "the limit was hit" reads the same on both). */
+ * v1: memory.oom_control (oom_kill, under_oom) and memory.failcnt +
+ * memory.memsw.failcnt (stored in .max so that "the limit was hit" reads
+ * the same on both). v1 has no "oom", "low", "high" or "oom_group_kill":
+ * they read 0.
+ *
+ * Which counters move where -- the death classifier's evidence.
+ *
+ * v1, measured on Linux 6.18 (tests/unit/cgroups/test_cgroup_kernel.c,
+ * no swap, leaf w limited 64M, parent P unlimited or limited):
+ *   own limit (w at 64M, 100M touched):   w.oom_kill +1, w.max (failcnt) +N>0;
+ *                                          P.oom_kill +0, P.max +0;
+ *                                          eventfd: w fires, P silent.
+ *   ancestor limit (P at 64M, w at 512M): w.oom_kill +1, w.max +0;
+ *                                          P.oom_kill +0 (v1 counts oom_kill
+ *                                          only in the victim's own group),
+ *                                          P.max +N>0;
+ *                                          eventfd: P, w and w's siblings
+ *                                          fire (every group under the one
+ *                                          in OOM), P's parent silent.
+ *   So: victim group's oom_kill moved and its own max moved -> own limit;
+ *   oom_kill moved but own max did not -> an ancestor's limit (the ancestor
+ *   whose max moved is the one). Caveat: failcnt is only tracked by the
+ *   memory counter since 6.15, never by memsw; that is why set_max leaves
+ *   memsw unlimited when the host has no swap (see set_max).
+ *
+ * v2, from Documentation/admin-guide/cgroup-v2.rst (not measurable here):
+ * "max" and "oom" are raised on the group whose limit was hit, "oom_kill"
+ * on the victim's group; memory.events propagates all of them to every
+ * ancestor, memory.events.local does not. So read the leaf with local=true:
+ *   own limit:      leaf.local oom_kill +1 and leaf.local oom (or max) +1;
+ *   ancestor limit: leaf.local oom_kill +1, leaf.local oom +0 and max +0;
+ *                   the ancestor's .local oom/max moved.
+ *   (oom_group_kill moves when memory.oom.group killed the whole group.)
+ * A kill by the global OOM killer moves only oom_kill (and /proc/vmstat
+ * oom_kill), with no "oom"/"max" anywhere. */
 struct cr_cgroup_events {
     uint64_t low;
     uint64_t high;
@@ -45,25 +79,33 @@ struct cr_cgroup_events {
     uint64_t oom;
     uint64_t oom_kill;
     uint64_t oom_group_kill;
-    bool under_oom;      /* v1 only */
+    bool under_oom; /* v1 only */
 };
 
 /* Pure parsers over a file's text (NUL-terminated). Unknown keys are ignored.
  * Return 0, or -EINVAL on text that is not of the file's form. */
 int cr_cgroup_parse_stat(const char *text, enum cr_cgroup_layout l, struct cr_cgroup_stat *ret);
-int cr_cgroup_parse_events(const char *text, struct cr_cgroup_events *ret);       /* v2 memory.events */
-int cr_cgroup_parse_oom_control(const char *text, struct cr_cgroup_events *ret);  /* v1 memory.oom_control */
+int cr_cgroup_parse_events(const char *text, struct cr_cgroup_events *ret); /* v2 memory.events */
+int cr_cgroup_parse_oom_control(const char *text,
+                                struct cr_cgroup_events *ret); /* v1 memory.oom_control */
 /* "max" → CR_CGROUP_UNLIMITED; a v1 limit of ~2^63 rounded to pages also reads as unlimited. */
 int cr_cgroup_parse_u64(const char *text, uint64_t *ret);
 /* /proc/<pid>/cgroup: find the memory controller's path (v1 line with
  * "memory" in its controller list, or the v2 "0::" line when l is V2). */
 int cr_cgroup_parse_proc_cgroup(const char *text, enum cr_cgroup_layout l, char **ret_rel);
+/* v2 cgroup.controllers text → the request for cgroup.subtree_control
+ * ("+memory +pids +cpu", those of the three that are listed). -ENODEV when
+ * memory is not listed, -ENOBUFS when ret is too small. */
+int cr_cgroup_parse_controllers(const char *text, char *ret, size_t size);
 /* Pure: the parent of a rel path ("/a/b" → "/a", "/a" → "/"); caller frees. */
 char *cr_cgroup_parent(const char *rel);
 
 /* The system's layout. Detects where the memory controller lives (v1 mount
  * with "memory", else cgroup2 with "memory" in cgroup.controllers at its
- * root). ret_mount: the mount point holding the memory controller. */
+ * root). ret_mount: the mount point holding the memory controller (caller
+ * frees; NULL with CR_CGROUP_NONE). No memory controller is not an error:
+ * returns 0 with CR_CGROUP_NONE; every other function then fails -ENODEV.
+ * The first call initializes libcgroup (once per process). */
 int cr_cgroup_detect(enum cr_cgroup_layout *ret, char **ret_mount);
 
 /* The memory-controller cgroup of pid (0 = self), as a rel path. */
@@ -72,17 +114,22 @@ int cr_cgroup_of_pid(pid_t pid, char **ret_rel);
 /* One cgroup. Opaque; freed with cr_cgroup_free (NULL-safe; returns NULL). */
 struct cr_cgroup;
 
-/* Opens a handle on rel. create=true creates it (and missing parents); an
- * existing group is fine. Does not take ownership of anything. */
+/* Opens a handle on rel. create=true creates it (and missing parents, via
+ * libcgroup); an existing group is fine. -ENOENT when it does not exist and
+ * create is false; -EINVAL for a rel with empty, "." or ".." parts. */
 int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret);
 struct cr_cgroup *cr_cgroup_free(struct cr_cgroup *cg);
 const char *cr_cgroup_rel(const struct cr_cgroup *cg);
-const char *cr_cgroup_fs_path(const struct cr_cgroup *cg);   /* absolute path in /sys/fs/cgroup… */
+const char *cr_cgroup_fs_path(const struct cr_cgroup *cg); /* absolute path in /sys/fs/cgroup… */
 enum cr_cgroup_layout cr_cgroup_layout(const struct cr_cgroup *cg);
 
-/* Limits. bytes == CR_CGROUP_UNLIMITED clears the limit. set_max also sets
- * the swap limit (v2 memory.swap.max=0; v1 memory.memsw.limit_in_bytes =
- * bytes) where the kernel offers it, so that a limit means a limit.
+/* Limits. bytes == CR_CGROUP_UNLIMITED clears the limit; v1 rounds bytes
+ * down to a page. set_max also limits swap, so that a limit means a limit:
+ * v2 memory.swap.max=0 where present; v1 memory.memsw.limit_in_bytes =
+ * bytes when the host has swap (written BEFORE limit_in_bytes when the
+ * limit goes up and AFTER it when it goes down, since the kernel rejects
+ * memsw < limit with EINVAL), else memsw is set back to unlimited: with no
+ * swap it adds nothing, and a memsw limit would keep failcnt at 0 on OOM.
  * set_high is v2 only: -EOPNOTSUPP on v1. */
 int cr_cgroup_set_max(struct cr_cgroup *cg, uint64_t bytes);
 int cr_cgroup_set_high(struct cr_cgroup *cg, uint64_t bytes);
@@ -97,24 +144,33 @@ int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret);
  * on v1 both read memory.oom_control + memory.failcnt. */
 int cr_cgroup_read_events(struct cr_cgroup *cg, bool local, struct cr_cgroup_events *ret);
 
-/* Moves pid (all its threads) into the group. */
+/* Moves pid (all its threads) into the group: writes cgroup.procs (on v1
+ * libcgroup's cgroup_attach_task_pid writes "tasks", one thread only). For
+ * a worker, call it between fork and exec while the child waits on a pipe. */
 int cr_cgroup_attach(struct cr_cgroup *cg, pid_t pid);
 
-/* Removes the (empty) group, retrying briefly (up to ~timeout_ms) while the
- * kernel still drains it (EBUSY right after the last task exits). */
+/* Removes the (empty) group, retrying briefly (up to ~timeout_ms, 5 ms
+ * steps) while rmdir says EBUSY (right after the last task exits the kernel
+ * may still drain it). The one call here that may block: keep timeout_ms
+ * small in corrald, or use 0 (one try) and retry from a timer. A group with
+ * live tasks or child groups stays and gives -EBUSY; tasks are never moved.
+ * A group already gone counts as removed. The handle stays valid (free it). */
 int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms);
 
 /* Removes every child group of parent_rel whose name starts with prefix
  * (e.g. "w"), killing nothing: a group that still has tasks is left and
  * counted. ret_removed/ret_left may be NULL. */
-int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix,
-                            unsigned *ret_removed, unsigned *ret_left);
+int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned *ret_removed,
+                            unsigned *ret_left);
 
 /* An fd that becomes readable (POLLIN) when an OOM event happens in the
  * group: v1 an eventfd registered through cgroup.event_control on
- * memory.oom_control; v2 an inotify fd watching memory.events for IN_MODIFY.
- * The caller owns the fd (CLOEXEC, non-blocking), polls it, and on readiness
- * calls cr_cgroup_oom_fd_drain() then re-reads the counters. */
+ * memory.oom_control (fires when this group or any ancestor enters OOM,
+ * and once more when the group is removed); v2 an inotify fd watching
+ * memory.events for IN_MODIFY (fires on any change of any counter in it,
+ * including ones propagated from descendants). Readiness is a hint, not a
+ * verdict: the caller owns the fd (CLOEXEC, non-blocking), polls it, and
+ * on readiness calls cr_cgroup_oom_fd_drain() then re-reads the counters. */
 int cr_cgroup_oom_fd(struct cr_cgroup *cg, int *ret_fd);
 void cr_cgroup_oom_fd_drain(int fd);
 

@@ -1,1 +1,413 @@
-/* placeholder: the analysis module fills this in */
+/* history: post-mortems and their bounded ring. See history.h. */
+#include "history.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MINUTE_MS 60000
+#define HOUR_BUCKETS 60
+
+/* One minute of deaths per category: the minute's index (unix ms / 60000)
+ * and the count. A bucket is reused when its minute comes round again. */
+struct bucket {
+    int64_t minute;
+    uint64_t count;
+};
+
+struct cr_history {
+    size_t capacity;
+    size_t len;
+    size_t head; /* index of the next write */
+    uint64_t total[_CR_DEATH_MAX];
+    struct bucket hour[_CR_DEATH_MAX][HOUR_BUCKETS];
+    struct cr_postmortem ring[]; /* capacity entries */
+};
+
+/* ---- the record ---- */
+
+void cr_postmortem_set_death(struct cr_postmortem *pm, const struct cr_death_result *res)
+{
+    if (!pm || !res)
+        return;
+    pm->category = res->category;
+    snprintf(pm->reason, sizeof(pm->reason), "%s", res->reason);
+    pm->exit_code = res->exit_code;
+    pm->signal = res->signal;
+    pm->shell_status = res->shell_status;
+    pm->core_dumped = res->core_dumped;
+    pm->via_shell = res->via_shell;
+    pm->planned = res->planned;
+    pm->inferred = res->inferred;
+}
+
+void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t len)
+{
+    if (!pm)
+        return;
+    if (!buf)
+        len = 0;
+    if (len > sizeof(pm->stderr_tail)) {
+        buf += len - sizeof(pm->stderr_tail);
+        len = sizeof(pm->stderr_tail);
+    }
+    if (len)
+        memmove(pm->stderr_tail, buf, len);
+    pm->stderr_len = len;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len;
+    uint32_t min, cp;
+
+    if (s[0] < 0x80)
+        return s[0] ? 1 : 0;
+    if ((s[0] & 0xe0) == 0xc0)
+        len = 2, min = 0x80, cp = s[0] & 0x1f;
+    else if ((s[0] & 0xf0) == 0xe0)
+        len = 3, min = 0x800, cp = s[0] & 0x0f;
+    else if ((s[0] & 0xf8) == 0xf0)
+        len = 4, min = 0x10000, cp = s[0] & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A NUL-terminated, valid UTF-8 copy of buf; caller frees. */
+static char *utf8_clean(const char *buf, size_t len)
+{
+    char *out = malloc(len + 1);
+    size_t o = 0;
+
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_seq((const unsigned char *)buf + i, len - i);
+        if (n == 0) {
+            out[o++] = '?';
+            i++;
+            continue;
+        }
+        memcpy(out + o, buf + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static bool add_num(cJSON *o, const char *key, double v)
+{
+    return cJSON_AddNumberToObject(o, key, v) != NULL;
+}
+
+static bool add_limit(cJSON *o, const char *key, uint64_t v)
+{
+    if (v == 0 || v == UINT64_MAX)
+        return cJSON_AddNullToObject(o, key) != NULL;
+    return add_num(o, key, (double)v);
+}
+
+static bool add_oom(cJSON *parent, const char *key, const struct cr_oom_delta *d)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, key);
+    return o && add_num(o, "max", (double)d->max) && add_num(o, "oom", (double)d->oom) &&
+           add_num(o, "oom_kill", (double)d->oom_kill);
+}
+
+static bool add_memstat(cJSON *parent, const struct cr_postmortem_memstat *m)
+{
+    cJSON *o = cJSON_AddObjectToObject(parent, "memory_stat");
+    return o && add_num(o, "anon_bytes", (double)m->anon) &&
+           add_num(o, "file_bytes", (double)m->file) &&
+           add_num(o, "kernel_bytes", (double)m->kernel) &&
+           add_num(o, "slab_bytes", (double)m->slab) &&
+           add_num(o, "sock_bytes", (double)m->sock) &&
+           add_num(o, "shmem_bytes", (double)m->shmem);
+}
+
+static bool add_status(cJSON *o, const struct cr_postmortem *pm)
+{
+    const char *cat = cr_death_to_string(pm->category);
+    bool ok = cJSON_AddStringToObject(o, "category", cat ? cat : "unknown") &&
+              cJSON_AddStringToObject(o, "reason", pm->reason) &&
+              add_num(o, "shell_status", pm->shell_status) &&
+              cJSON_AddBoolToObject(o, "core_dumped", pm->core_dumped) &&
+              cJSON_AddBoolToObject(o, "via_shell", pm->via_shell) &&
+              cJSON_AddBoolToObject(o, "planned", pm->planned) &&
+              cJSON_AddBoolToObject(o, "inferred", pm->inferred);
+    if (!ok)
+        return false;
+    if (pm->exit_code >= 0)
+        ok = add_num(o, "exit_code", pm->exit_code);
+    else
+        ok = cJSON_AddNullToObject(o, "exit_code");
+    if (ok && pm->signal > 0)
+        ok = add_num(o, "signal", pm->signal) &&
+             cJSON_AddStringToObject(o, "signal_name", sigabbrev_np(pm->signal) ?
+                                                         sigabbrev_np(pm->signal) : "?");
+    else if (ok)
+        ok = cJSON_AddNullToObject(o, "signal") && cJSON_AddNullToObject(o, "signal_name");
+    return ok;
+}
+
+static bool add_memory(cJSON *o, const struct cr_postmortem *pm)
+{
+    return add_num(o, "rss_bytes", (double)pm->rss) &&
+           add_num(o, "cg_usage_bytes", (double)pm->cg_usage) &&
+           add_num(o, "cg_peak_bytes", (double)pm->cg_peak) &&
+           add_limit(o, "cg_limit_bytes", pm->cg_limit) && add_memstat(o, &pm->memstat) &&
+           add_oom(o, "oom_own", &pm->oom_own) && add_oom(o, "oom_ancestor", &pm->oom_ancestor) &&
+           add_num(o, "oom_system_kills", (double)pm->oom_system) &&
+           add_num(o, "heap_used_bytes", (double)pm->heap_used) &&
+           add_num(o, "heap_total_bytes", (double)pm->heap_total) &&
+           add_limit(o, "heap_limit_bytes", pm->heap_limit) &&
+           add_num(o, "external_bytes", (double)pm->external) &&
+           add_num(o, "loop_delay_max_us", (double)pm->loop_delay_max_us);
+}
+
+cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
+{
+    cJSON *o;
+    char *tail;
+    bool ok;
+
+    if (!pm || !(o = cJSON_CreateObject()))
+        return NULL;
+    ok = add_num(o, "worker_id", pm->worker_id) && add_num(o, "pid", pm->pid) &&
+         add_num(o, "generation", (double)pm->generation) &&
+         add_num(o, "start_ms", (double)pm->start_ms) &&
+         add_num(o, "end_ms", (double)pm->end_ms) &&
+         add_num(o, "uptime_ms", (double)pm->uptime_ms) && add_status(o, pm) &&
+         add_memory(o, pm);
+    tail = ok ? utf8_clean(pm->stderr_tail, pm->stderr_len) : NULL;
+    ok = tail && cJSON_AddStringToObject(o, "stderr_tail", tail);
+    free(tail);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- logfmt ---- */
+
+struct line {
+    char *buf;
+    size_t size, len;
+    bool truncated;
+};
+
+static void put(struct line *l, const char *s, size_t n)
+{
+    size_t room = l->size - 1 - l->len;
+    if (n > room) {
+        n = room;
+        l->truncated = true;
+    }
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+    l->buf[l->len] = '\0';
+}
+
+static void putf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void putf(struct line *l, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        put(l, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* key="value" with \" \\ \n escaped and control bytes as '?'. */
+static void put_quoted(struct line *l, const char *key, const char *s, size_t n)
+{
+    putf(l, " %s=\"", key);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            put(l, "\\", 1);
+            put(l, (const char *)&s[i], 1);
+        } else if (c == '\n') {
+            put(l, "\\n", 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            put(l, "?", 1);
+        } else {
+            put(l, (const char *)&s[i], 1);
+        }
+    }
+    put(l, "\"", 1);
+}
+
+/* The last non-empty line of the stderr tail: start and length. */
+static size_t last_line(const struct cr_postmortem *pm, const char **ret)
+{
+    size_t end = pm->stderr_len, start;
+
+    while (end > 0 && (pm->stderr_tail[end - 1] == '\n' || pm->stderr_tail[end - 1] == '\r'))
+        end--;
+    start = end;
+    while (start > 0 && pm->stderr_tail[start - 1] != '\n')
+        start--;
+    if (end - start > 200)
+        start = end - 200;
+    *ret = pm->stderr_tail + start;
+    return end - start;
+}
+
+int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_t size)
+{
+    struct line l = {.buf = buf, .size = size};
+    const char *cat, *tail;
+    size_t tail_len;
+
+    if (!pm || !buf || size == 0)
+        return -EINVAL;
+    buf[0] = '\0';
+    cat = cr_death_to_string(pm->category);
+    putf(&l, "worker=%u pid=%d generation=%" PRIu64 " category=%s shell_status=%d", pm->worker_id,
+         pm->pid, pm->generation, cat ? cat : "unknown", pm->shell_status);
+    if (pm->signal > 0)
+        putf(&l, " signal=SIG%s", sigabbrev_np(pm->signal) ? sigabbrev_np(pm->signal) : "?");
+    putf(&l, " core_dumped=%s via_shell=%s uptime_ms=%" PRIu64, pm->core_dumped ? "true" : "false",
+         pm->via_shell ? "true" : "false", pm->uptime_ms);
+    putf(&l, " rss_bytes=%" PRIu64 " cg_usage_bytes=%" PRIu64 " cg_peak_bytes=%" PRIu64, pm->rss,
+         pm->cg_usage, pm->cg_peak);
+    if (pm->cg_limit && pm->cg_limit != UINT64_MAX)
+        putf(&l, " cg_limit_bytes=%" PRIu64, pm->cg_limit);
+    putf(&l, " heap_used_bytes=%" PRIu64 " heap_limit_bytes=%" PRIu64 " external_bytes=%" PRIu64,
+         pm->heap_used, pm->heap_limit, pm->external);
+    putf(&l, " oom_kill_own=%" PRIu64 " oom_kill_ancestor=%" PRIu64 " oom_kill_system=%" PRIu64,
+         pm->oom_own.oom_kill, pm->oom_ancestor.oom_kill, pm->oom_system);
+    put_quoted(&l, "reason", pm->reason, strnlen(pm->reason, sizeof(pm->reason)));
+    tail_len = last_line(pm, &tail);
+    if (tail_len)
+        put_quoted(&l, "stderr_last", tail, tail_len);
+    return l.truncated ? -ENOBUFS : (int)l.len;
+}
+
+/* ---- the ring ---- */
+
+int cr_history_new(size_t capacity, struct cr_history **ret)
+{
+    struct cr_history *h;
+
+    if (!ret)
+        return -EINVAL;
+    if (capacity == 0)
+        capacity = CR_HISTORY_DEFAULT_CAPACITY;
+    if (capacity > CR_HISTORY_MAX_CAPACITY)
+        return -EINVAL;
+    h = calloc(1, sizeof(*h) + capacity * sizeof(h->ring[0]));
+    if (!h)
+        return -ENOMEM;
+    h->capacity = capacity;
+    for (size_t d = 0; d < _CR_DEATH_MAX; d++)
+        for (size_t b = 0; b < HOUR_BUCKETS; b++)
+            h->hour[d][b].minute = INT64_MIN;
+    *ret = h;
+    return 0;
+}
+
+struct cr_history *cr_history_free(struct cr_history *h)
+{
+    free(h);
+    return NULL;
+}
+
+/* Floor division, so that times before 1970 still map to one minute each. */
+static int64_t minute_of(int64_t ms)
+{
+    return ms >= 0 ? ms / MINUTE_MS : -((-ms + MINUTE_MS - 1) / MINUTE_MS);
+}
+
+static size_t bucket_index(int64_t minute)
+{
+    int64_t b = minute % HOUR_BUCKETS;
+    return (size_t)(b < 0 ? b + HOUR_BUCKETS : b);
+}
+
+int cr_history_push(struct cr_history *h, const struct cr_postmortem *pm)
+{
+    struct bucket *b;
+    int64_t minute;
+
+    if (!h || !pm || (unsigned)pm->category >= _CR_DEATH_MAX)
+        return -EINVAL;
+    h->ring[h->head] = *pm;
+    h->head = (h->head + 1) % h->capacity;
+    if (h->len < h->capacity)
+        h->len++;
+    h->total[pm->category]++;
+
+    minute = minute_of(pm->end_ms);
+    b = &h->hour[pm->category][bucket_index(minute)];
+    if (b->minute == minute) {
+        b->count++;
+    } else if (b->minute < minute) {
+        /* An older minute (or never used): this minute takes the bucket. A
+         * record older than the bucket's minute is at least an hour old
+         * relative to it and is only counted in the total. */
+        b->minute = minute;
+        b->count = 1;
+    }
+    return 0;
+}
+
+size_t cr_history_len(const struct cr_history *h)
+{
+    return h ? h->len : 0;
+}
+
+size_t cr_history_capacity(const struct cr_history *h)
+{
+    return h ? h->capacity : 0;
+}
+
+const struct cr_postmortem *cr_history_get(const struct cr_history *h, size_t n)
+{
+    if (!h || n >= h->len)
+        return NULL;
+    return &h->ring[(h->head + h->capacity - 1 - n) % h->capacity];
+}
+
+uint64_t cr_history_count_total(const struct cr_history *h, enum cr_death d)
+{
+    if (!h || (unsigned)d >= _CR_DEATH_MAX)
+        return 0;
+    return h->total[d];
+}
+
+uint64_t cr_history_count_last_hour(const struct cr_history *h, enum cr_death d, int64_t now_ms)
+{
+    int64_t now_minute = minute_of(now_ms);
+    uint64_t sum = 0;
+
+    if (!h || (unsigned)d >= _CR_DEATH_MAX)
+        return 0;
+    for (size_t i = 0; i < HOUR_BUCKETS; i++) {
+        const struct bucket *b = &h->hour[d][i];
+        if (b->minute != INT64_MIN && b->minute <= now_minute &&
+            now_minute - b->minute < HOUR_BUCKETS)
+            sum += b->count;
+    }
+    return sum;
+}

@@ -1,1 +1,381 @@
-/* placeholder: the analysis module fills this in */
+/* trend: memory trend over a ring of samples. See trend.h for the method. */
+#include "trend.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const verdict_names[_CR_TREND_VERDICT_MAX] = {
+    [CR_TREND_UNKNOWN] = "unknown",
+    [CR_TREND_STABLE] = "stable",
+    [CR_TREND_HEAP_GROWING] = "heap-growing",
+    [CR_TREND_OFFHEAP_GROWING] = "offheap-growing",
+    [CR_TREND_RSS_GROWING] = "rss-growing",
+    [CR_TREND_NEAR_LIMIT] = "near-limit",
+};
+
+const char *cr_trend_verdict_to_string(enum cr_trend_verdict v)
+{
+    if ((unsigned)v >= _CR_TREND_VERDICT_MAX)
+        return NULL;
+    return verdict_names[v];
+}
+
+int cr_trend_verdict_from_string(const char *s)
+{
+    if (!s)
+        return -EINVAL;
+    for (int i = 0; i < _CR_TREND_VERDICT_MAX; i++)
+        if (strcmp(verdict_names[i], s) == 0)
+            return i;
+    return -EINVAL;
+}
+
+/* ---- the samples, as an array or a wrapped ring ---- */
+
+struct view {
+    const struct cr_sample *base;
+    size_t cap, start, n;
+};
+
+static const struct cr_sample *at(const struct view *v, size_t i)
+{
+    return &v->base[(v->start + i) % v->cap];
+}
+
+static uint64_t field(const struct cr_sample *s, size_t off)
+{
+    uint64_t x;
+    memcpy(&x, (const char *)s + off, sizeof(x));
+    return x;
+}
+
+/* ---- envelope fit: trailing min (floor) or max (ceiling), then least squares ---- */
+
+struct fit {
+    size_t n;
+    double slope;  /* bytes/s */
+    double mean;   /* bytes */
+    double span_s; /* from the first to the last envelope point */
+    double mid, last;
+};
+
+static uint64_t envelope(const struct view *v, size_t i, size_t off, uint64_t w, bool ceiling)
+{
+    uint64_t t = at(v, i)->t_ms, e = field(at(v, i), off);
+    for (size_t j = i; j-- > 0 && at(v, j)->t_ms + w >= t;) {
+        uint64_t x = field(at(v, j), off);
+        if (ceiling ? x > e : x < e)
+            e = x;
+    }
+    return e;
+}
+
+/* Fits the envelope points with t >= from_ms (and a full window behind). */
+static void envelope_fit(const struct view *v, size_t off, uint64_t w, bool ceiling,
+                         uint64_t from_ms, struct fit *f)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, t0, tmid;
+    uint64_t first_t;
+
+    memset(f, 0, sizeof(*f));
+    if (v->n == 0)
+        return;
+    first_t = at(v, 0)->t_ms + w;
+    if (from_ms > first_t)
+        first_t = from_ms;
+    t0 = (double)first_t;
+    tmid = (t0 + (double)at(v, v->n - 1)->t_ms) / 2;
+    for (size_t i = 0; i < v->n; i++) {
+        const struct cr_sample *s = at(v, i);
+        if (s->t_ms < first_t)
+            continue;
+        double x = ((double)s->t_ms - t0) / 1000.0, y = (double)envelope(v, i, off, w, ceiling);
+        if (f->n == 0 || (double)s->t_ms <= tmid)
+            f->mid = y;
+        f->n++;
+        sx += x, sy += y, sxx += x * x, sxy += x * y;
+        f->last = y;
+        f->span_s = x;
+    }
+    if (f->n == 0)
+        return;
+    f->mean = sy / (double)f->n;
+    double den = (double)f->n * sxx - sx * sx;
+    f->slope = den > 0 ? ((double)f->n * sxy - sx * sy) / den : 0;
+}
+
+static uint64_t threshold(const struct cr_trend_params *p, double mean)
+{
+    double pct = mean * p->min_rise_pct / 100.0;
+    return pct > (double)p->min_rise_bytes ? (uint64_t)pct : p->min_rise_bytes;
+}
+
+static bool significant(const struct fit *f, uint64_t thr)
+{
+    return f->n >= 3 && f->slope > 0 && f->slope * f->span_s >= (double)thr &&
+           f->last - f->mid >= (double)thr / 4;
+}
+
+static void apply_defaults(const struct cr_trend_params *in, struct cr_trend_params *p)
+{
+    static const struct cr_trend_params none;
+    *p = in ? *in : none;
+#define DEF(f, v)                                                                                  \
+    if (!p->f)                                                                                     \
+    p->f = (v)
+    DEF(window_ms, CR_TREND_DEFAULT_WINDOW_MS);
+    DEF(min_samples, CR_TREND_DEFAULT_MIN_SAMPLES);
+    DEF(min_span_ms, CR_TREND_DEFAULT_MIN_SPAN_MS);
+    DEF(min_rise_bytes, CR_TREND_DEFAULT_MIN_RISE);
+    DEF(min_rise_pct, CR_TREND_DEFAULT_MIN_RISE_PCT);
+    DEF(horizon_ms, CR_TREND_DEFAULT_HORIZON_MS);
+    DEF(near_pct, CR_TREND_DEFAULT_NEAR_PCT);
+    DEF(projection_window_ms, CR_TREND_DEFAULT_PROJECTION_MS);
+#undef DEF
+}
+
+/* The last sample's parts, and the usage against the limit. */
+static void fill_levels(const struct view *v, uint64_t limit, struct cr_trend *t)
+{
+    const struct cr_sample *s = at(v, v->n - 1);
+
+    t->rss = s->rss;
+    t->heap_used = s->heap_used;
+    t->heap_total = s->heap_total;
+    t->external = s->external;
+    t->offheap = s->rss > s->heap_total ? s->rss - s->heap_total : 0;
+    t->offheap_pct = s->rss ? (double)t->offheap * 100.0 / (double)s->rss : 0;
+    t->usage = s->cg_usage ? s->cg_usage : s->rss;
+    t->usage_pct = limit ? (double)t->usage * 100.0 / (double)limit : 0;
+    for (size_t i = 0; i < v->n && !t->heap_known; i++)
+        t->heap_known = at(v, i)->heap_used > 0;
+}
+
+/* Projects the usage ceiling to the limit: sets usage_slope_bps and eta_ms. */
+static void project(const struct view *v, const struct cr_trend_params *p, struct cr_trend *t)
+{
+    const struct cr_sample *last = at(v, v->n - 1);
+    size_t off = last->cg_usage ? offsetof(struct cr_sample, cg_usage)
+                                : offsetof(struct cr_sample, rss);
+    uint64_t from = last->t_ms > p->projection_window_ms ? last->t_ms - p->projection_window_ms : 0;
+    struct fit f;
+
+    t->eta_ms = -1;
+    if (!t->hard_limit)
+        return;
+    if (t->usage >= t->hard_limit) {
+        t->eta_ms = 0;
+        return;
+    }
+    envelope_fit(v, off, p->window_ms, true, from, &f);
+    t->usage_slope_bps = f.slope;
+    if (f.n >= 3 && f.slope > 0) {
+        double room = (double)t->hard_limit - (f.last > (double)t->usage ? f.last : (double)t->usage);
+        t->eta_ms = room <= 0 ? 0 : (int64_t)(room / f.slope * 1000.0);
+    }
+}
+
+static void growth(const struct view *v, const struct cr_trend_params *p, struct cr_trend *t)
+{
+    struct fit heap, rss;
+
+    envelope_fit(v, offsetof(struct cr_sample, heap_used), p->window_ms, false, 0, &heap);
+    envelope_fit(v, offsetof(struct cr_sample, rss), p->window_ms, false, 0, &rss);
+    t->heap_floor = (uint64_t)heap.last;
+    t->heap_floor_slope_bps = heap.slope;
+    t->rss_floor = (uint64_t)rss.last;
+    t->rss_floor_slope_bps = rss.slope;
+    t->heap_threshold = threshold(p, heap.mean);
+    t->rss_threshold = threshold(p, rss.mean);
+
+    if (t->samples < p->min_samples || t->span_ms < p->min_span_ms || rss.n < 3)
+        t->growth = CR_TREND_UNKNOWN;
+    else if (t->heap_known && significant(&heap, t->heap_threshold))
+        t->growth = CR_TREND_HEAP_GROWING;
+    else if (significant(&rss, t->rss_threshold))
+        t->growth = t->heap_known ? CR_TREND_OFFHEAP_GROWING : CR_TREND_RSS_GROWING;
+    else
+        t->growth = CR_TREND_STABLE;
+}
+
+static int analyze(const struct view *v, const struct cr_trend_params *in, uint64_t limit,
+                   struct cr_trend *ret)
+{
+    struct cr_trend_params p;
+    struct cr_trend t = {.verdict = CR_TREND_UNKNOWN, .growth = CR_TREND_UNKNOWN, .eta_ms = -1};
+
+    apply_defaults(in, &p);
+    t.hard_limit = limit == UINT64_MAX ? 0 : limit;
+    t.samples = v->n;
+    if (v->n == 0) {
+        *ret = t;
+        return 0;
+    }
+    t.span_ms = at(v, v->n - 1)->t_ms - at(v, 0)->t_ms;
+    fill_levels(v, t.hard_limit, &t);
+    growth(v, &p, &t);
+    project(v, &p, &t);
+
+    bool at_limit = t.hard_limit && t.usage_pct >= p.near_pct;
+    bool projected = t.eta_ms >= 0 && (uint64_t)t.eta_ms <= p.horizon_ms;
+    t.near_limit = at_limit || (projected && t.growth != CR_TREND_UNKNOWN);
+    if (at_limit)
+        t.verdict = CR_TREND_NEAR_LIMIT;
+    else if (t.growth != CR_TREND_STABLE)
+        t.verdict = t.growth;
+    else
+        t.verdict = projected ? CR_TREND_NEAR_LIMIT : CR_TREND_STABLE;
+    *ret = t;
+    return 0;
+}
+
+int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_params *p,
+                     uint64_t hard_limit, struct cr_trend *ret)
+{
+    if ((!s && n) || !ret)
+        return -EINVAL;
+    for (size_t i = 1; i < n; i++)
+        if (s[i].t_ms < s[i - 1].t_ms)
+            return -EINVAL;
+    struct view v = {.base = s, .cap = n ? n : 1, .start = 0, .n = n};
+    return analyze(&v, p, hard_limit, ret);
+}
+
+/* ---- formatting ---- */
+
+struct out {
+    char *buf;
+    size_t size, len;
+    bool truncated;
+};
+
+static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void outf(struct out *o, const char *fmt, ...)
+{
+    if (o->truncated)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->buf + o->len, o->size - o->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= o->size - o->len) {
+        o->truncated = true;
+        o->len = o->size - 1;
+        return;
+    }
+    o->len += (size_t)n;
+}
+
+#define MIB(x) ((double)(x) / (1024.0 * 1024.0))
+
+int cr_trend_format(const struct cr_trend *t, char *buf, size_t size)
+{
+    struct out o = {.buf = buf, .size = size};
+    const char *v;
+
+    if (!t || !buf || size == 0)
+        return -EINVAL;
+    buf[0] = '\0';
+    v = cr_trend_verdict_to_string(t->verdict);
+    outf(&o, "verdict=%s samples=%zu span_ms=%" PRIu64, v ? v : "?", t->samples, t->span_ms);
+    if (t->heap_known)
+        outf(&o, " heap_floor=%.1fMiB heap_slope=%+.2fMiB/s", MIB(t->heap_floor),
+             MIB(t->heap_floor_slope_bps));
+    else
+        outf(&o, " heap=n/a");
+    outf(&o, " rss_floor=%.1fMiB rss_slope=%+.2fMiB/s offheap=%.1fMiB(%.0f%%) external=%.1fMiB",
+         MIB(t->rss_floor), MIB(t->rss_floor_slope_bps), MIB(t->offheap), t->offheap_pct,
+         MIB(t->external));
+    if (t->hard_limit)
+        outf(&o, " usage=%.1f/%.1fMiB(%.0f%%)", MIB(t->usage), MIB(t->hard_limit), t->usage_pct);
+    else
+        outf(&o, " usage=%.1fMiB", MIB(t->usage));
+    if (t->eta_ms >= 0)
+        outf(&o, " eta_s=%.1f", (double)t->eta_ms / 1000.0);
+    return o.truncated ? -ENOBUFS : (int)o.len;
+}
+
+/* ---- the ring ---- */
+
+struct cr_trend_ring {
+    size_t capacity, start, len;
+    struct cr_sample s[];
+};
+
+int cr_trend_ring_new(size_t capacity, struct cr_trend_ring **ret)
+{
+    struct cr_trend_ring *r;
+
+    if (!ret)
+        return -EINVAL;
+    if (capacity == 0)
+        capacity = CR_TREND_DEFAULT_CAPACITY;
+    if (capacity > CR_TREND_MAX_CAPACITY)
+        return -EINVAL;
+    r = calloc(1, sizeof(*r) + capacity * sizeof(r->s[0]));
+    if (!r)
+        return -ENOMEM;
+    r->capacity = capacity;
+    *ret = r;
+    return 0;
+}
+
+struct cr_trend_ring *cr_trend_ring_free(struct cr_trend_ring *r)
+{
+    free(r);
+    return NULL;
+}
+
+int cr_trend_ring_push(struct cr_trend_ring *r, const struct cr_sample *s)
+{
+    if (!r || !s)
+        return -EINVAL;
+    if (r->len && s->t_ms < cr_trend_ring_get(r, r->len - 1)->t_ms)
+        return -EINVAL;
+    if (r->len < r->capacity) {
+        r->s[(r->start + r->len) % r->capacity] = *s;
+        r->len++;
+    } else {
+        r->s[r->start] = *s;
+        r->start = (r->start + 1) % r->capacity;
+    }
+    return 0;
+}
+
+void cr_trend_ring_clear(struct cr_trend_ring *r)
+{
+    if (r)
+        r->start = r->len = 0;
+}
+
+size_t cr_trend_ring_len(const struct cr_trend_ring *r)
+{
+    return r ? r->len : 0;
+}
+
+size_t cr_trend_ring_capacity(const struct cr_trend_ring *r)
+{
+    return r ? r->capacity : 0;
+}
+
+const struct cr_sample *cr_trend_ring_get(const struct cr_trend_ring *r, size_t i)
+{
+    if (!r || i >= r->len)
+        return NULL;
+    return &r->s[(r->start + i) % r->capacity];
+}
+
+int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_params *p,
+                          uint64_t hard_limit, struct cr_trend *ret)
+{
+    if (!r || !ret)
+        return -EINVAL;
+    struct view v = {.base = r->s, .cap = r->capacity, .start = r->start, .n = r->len};
+    return analyze(&v, p, hard_limit, ret);
+}

@@ -1,0 +1,32 @@
+/* Shared between the cr_cgroup*.c files only; not part of the public API. */
+#pragma once
+
+#include <stddef.h>
+
+#include "cr_cgroup.h"
+
+struct cr_cgroup {
+    char *rel;  /* "/" or "/a/b" */
+    char *path; /* mount point + rel */
+    enum cr_cgroup_layout layout;
+};
+
+/* Initializes libcgroup once and caches the layout and mount point. Returns
+ * 0 or -errno (-ENODEV when no memory controller is reachable). */
+int cr_cgroup_sys(enum cr_cgroup_layout *ret_layout, const char **ret_mount);
+
+/* libcgroup's positive ECG* code (or 0) as 0 / -errno. */
+int cr_cgroup_errno(int ecg);
+
+/* Builds "<mount><rel>" (rel "/" gives the mount itself). */
+int cr_cgroup_path_of(const char *rel, char **ret_path);
+
+/* Whole-file reads and writes of small control files by direct I/O.
+ * read_file: reads at most size-1 bytes, NUL-terminates. */
+int cr_cgroup_read_file(const char *dir, const char *name, char *buf, size_t size);
+int cr_cgroup_write_file(const char *dir, const char *name, const char *text);
+int cr_cgroup_read_u64_file(const char *dir, const char *name, uint64_t *ret);
+bool cr_cgroup_has_file(const char *dir, const char *name);
+
+/* Writes one memory-controller value through libcgroup. */
+int cr_cgroup_set_value(const struct cr_cgroup *cg, const char *name, const char *value);

@@ -1,0 +1,162 @@
+'use strict';
+// A corral worker in Node.js: serves the shared listening socket corrald
+// passes as fd 3 and reports to corrald over the stream form of the worker
+// protocol (docs/worker-protocol.md), because Node cannot send AF_UNIX
+// datagrams. Run by corrald as
+//   node --max-old-space-size=<MB> examples/node/server.js
+// Standalone (no LISTEN_FDS) it listens on 127.0.0.1:$PORT (default 8080)
+// and reports nothing.
+
+const fs = require('node:fs');
+const http = require('node:http');
+const v8 = require('node:v8');
+const { performance, monitorEventLoopDelay } = require('node:perf_hooks');
+const { App, envInt } = require('./app.js');
+
+const LISTEN_FD = 3;
+const MAX_MESSAGE = 4096;
+
+// Writes one protocol message. The write is blocking and made from the loop
+// on purpose: a blocked loop then falls silent and corrald notices. A closed
+// or broken channel turns reporting off; the worker keeps serving.
+class Notifier {
+  constructor(fd) {
+    this.fd = fd;
+    this.dropped = 0;
+  }
+
+  send(fields) {
+    if (this.fd < 0) return false;
+    const text = Object.entries(fields).map(([k, v]) => `${k}=${v}\n`).join('') + '\n';
+    const buf = Buffer.from(text, 'utf8');
+    if (buf.length > MAX_MESSAGE) throw new RangeError('notify message over 4 KiB');
+    let off = 0;
+    let spins = 0;
+    while (off < buf.length) {
+      try {
+        off += fs.writeSync(this.fd, buf, off, buf.length - off);
+      } catch (e) {
+        // A non-blocking channel that is full: drop whole messages only, so
+        // the framing stays intact; finish a started one, but not forever.
+        if (e.code === 'EAGAIN' && off === 0) { this.dropped++; return false; }
+        if (e.code === 'EAGAIN' && ++spins < 1000) continue;
+        process.stderr.write(`corral notify fd ${this.fd}: ${e.code || e.message}; reporting off\n`);
+        this.fd = -1;
+        return false;
+      }
+    }
+    return true;
+  }
+}
+
+function notifyFd() {
+  const raw = process.env.CORRAL_NOTIFY_FD;
+  if (raw === undefined || raw === '') return -1;
+  const fd = Number(raw);
+  if (!Number.isInteger(fd) || fd < 0) throw new RangeError(`CORRAL_NOTIFY_FD=${raw}`);
+  return fd;
+}
+
+// The periodic report: WATCHDOG=1 plus the memory and loop figures corrald
+// reads together (heapUsed alone misses Buffers, lesson 9; max shows a stall
+// p99 hides, lesson 4). The delay histogram and the ELU are per interval.
+class Reporter {
+  constructor(notifier, app, intervalMs) {
+    this.notifier = notifier;
+    this.app = app;
+    this.intervalMs = intervalMs;
+    this.delay = monitorEventLoopDelay({ resolution: 10 });
+    this.elu = performance.eventLoopUtilization();
+    this.timer = null;
+  }
+
+  start() {
+    this.delay.enable();
+    this.timer = setInterval(() => this.report(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  report() {
+    const m = process.memoryUsage();
+    const d = this.delay;
+    const us = (ns) => (Number.isFinite(ns) && d.count > 0 ? Math.round(ns / 1000) : 0);
+    const elu = performance.eventLoopUtilization(this.elu);
+    this.elu = performance.eventLoopUtilization();
+    this.notifier.send({
+      WATCHDOG: 1,
+      X_HEAP_USED: m.heapUsed,
+      X_HEAP_TOTAL: m.heapTotal,
+      X_HEAP_LIMIT: v8.getHeapStatistics().heap_size_limit,
+      X_EXTERNAL: m.external,
+      X_RSS: m.rss,
+      X_LOOP_DELAY_P50_US: us(d.percentile(50)),
+      X_LOOP_DELAY_P99_US: us(d.percentile(99)),
+      X_LOOP_DELAY_MAX_US: us(d.max),
+      X_ELU: elu.utilization.toFixed(4),
+      X_INFLIGHT: this.app.inflight,
+      X_REQUESTS: this.app.requests,
+    });
+    d.reset();
+  }
+
+  stop() {
+    if (this.timer) clearInterval(this.timer);
+    this.delay.disable();
+  }
+}
+
+function main() {
+  const app = new App();
+  const notifier = new Notifier(notifyFd());
+  const reporter = new Reporter(notifier, app, envInt('CORRAL_REPORT_INTERVAL_MS', 1000, 10, 600000));
+  const drainMs = envInt('CORRAL_DRAIN_TIMEOUT_MS', 8000, 0, 3600000);
+  app.openDataFile();
+
+  const server = http.createServer(app.handle);
+  server.on('clientError', (err, sock) => {
+    if (sock.writable) sock.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    else sock.destroy();
+  });
+
+  const finish = (code) => {
+    reporter.stop();
+    app.close();
+    process.exit(code);
+  };
+
+  // Drain: stop accepting, close idle keep-alive sockets, let in-flight
+  // requests finish (their connections close after the response), and exit
+  // 0 once the last one is gone. Past the bound, cut them and exit 1.
+  const drain = (sig) => {
+    if (app.draining) return;
+    app.startDrain();
+    notifier.send({ STOPPING: 1 });
+    server.close(() => finish(0));
+    server.closeIdleConnections();
+    setTimeout(() => {
+      process.stderr.write(`${sig}: drain timeout, ${app.inflight} request(s) cut\n`);
+      server.closeAllConnections();
+      finish(1);
+    }, drainMs).unref();
+  };
+  process.on('SIGTERM', () => drain('SIGTERM'));
+  process.on('SIGINT', () => drain('SIGINT'));
+
+  server.on('listening', () => {
+    notifier.send({ READY: 1 });
+    reporter.start();
+    reporter.report();
+  });
+
+  const listenFds = Number(process.env.LISTEN_FDS || 0);
+  if (listenFds >= 1) {
+    server.listen({ fd: LISTEN_FD });
+  } else {
+    const port = envInt('PORT', 8080, 0, 65535);
+    server.listen(port, '127.0.0.1', () => {
+      process.stdout.write(`listening ${server.address().port}\n`);
+    });
+  }
+}
+
+main();

@@ -1,0 +1,578 @@
+/* cr_config: one table describes every option, its type, its help text and
+ * whether it may change at run time; flags, the JSON file and the control
+ * socket's `set` all go through it. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_type {
+    OPT_UINT,     /* unsigned */
+    OPT_U64,      /* uint64_t count */
+    OPT_SIZE,     /* uint64_t bytes, K/M/G suffixes */
+    OPT_SOFT,     /* bytes or N% of memory_max */
+    OPT_MS,       /* uint64_t milliseconds; bare numbers are seconds */
+    OPT_MS_MS,    /* uint64_t milliseconds; bare numbers are milliseconds */
+    OPT_STR,      /* char * */
+    OPT_BOOL,     /* bool flag */
+    OPT_BALANCE,  /* enum cr_balance */
+    OPT_LEVEL,    /* log level name */
+};
+
+struct opt {
+    const char *name;
+    char short_name;
+    enum opt_type type;
+    size_t offset;
+    uint64_t max;   /* for OPT_UINT/U64: inclusive upper bound; 0 = none */
+    bool live;      /* may be changed at run time with `set` */
+    const char *arg;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct cr_config, f)
+
+static const struct opt opts[] = {
+    {"config", 'c', OPT_STR, OFF(config_file), 0, false, "FILE", "JSON config file; flags win over it"},
+    {"workers", 'w', OPT_UINT, OFF(workers), 4096, true, "N", "worker processes (default: available cores)"},
+    {"listen", 'l', OPT_STR, OFF(listen), 0, false, "HOST:PORT", "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
+    {"balance", 0, OPT_BALANCE, OFF(balance), 0, false, "MODE", "shared (one accept queue) or reuseport (a socket per worker)"},
+    {"control", 0, OPT_STR, OFF(control), 0, false, "PATH", "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
+    {"control-group", 0, OPT_STR, OFF(control_group), 0, false, "GROUP", "group owning the control socket; its members may use it"},
+    {"control-allow-uid", 0, OPT_STR, OFF(control_allow_uids), 0, false, "UID[,UID]", "more uids allowed on the control socket"},
+    {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 4096, false, "N", "concurrent control clients (default 128)"},
+    {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
+    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), 0, true, "SEC", "a worker not READY by then is killed (default 30)"},
+    {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), 0, true, "SEC", "drain time before SIGKILL (default 10)"},
+    {"watchdog", 0, OPT_MS, OFF(watchdog_ms), 0, true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
+    {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), 0, true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
+    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), 0, true, "MS", "first restart delay after an unplanned death (default 100)"},
+    {"backoff-max", 0, OPT_MS_MS, OFF(backoff_max_ms), 0, true, "MS", "restart delay cap (default 10000)"},
+    {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), 0, true, "SEC", "uptime that resets the backoff (default 30)"},
+    {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1000, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},
+    {"crash-window", 0, OPT_MS, OFF(crash_window_ms), 0, true, "SEC", "window of the crash budget (default 30)"},
+    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), 0, true, "SEC", "retry period of a failed worker (default 60)"},
+    {"threadpool", 0, OPT_UINT, OFF(threadpool), 1024, true, "N", "UV_THREADPOOL_SIZE for workers (default: unset)"},
+    {"memory-max", 0, OPT_SIZE, OFF(memory_max), 0, true, "SIZE", "per-worker cgroup hard limit (K/M/G)"},
+    {"memory-high", 0, OPT_SIZE, OFF(memory_high), 0, true, "SIZE", "per-worker memory.high (cgroup v2)"},
+    {"memory-soft", 0, OPT_SOFT, OFF(memory_soft), 0, true, "SIZE|N%", "recycle a worker above this for --soft-samples samples"},
+    {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
+    {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
+    {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
+    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
+    {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, false, NULL, "run without per-worker cgroups"},
+    {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), 0, true, "MS", "memory sample period (default 250)"},
+    {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 100000, false, "N", "samples kept per worker (default 240)"},
+    {"history", 0, OPT_UINT, OFF(history), 100000, false, "N", "death records kept (default 256)"},
+    {"max-requests", 0, OPT_U64, OFF(max_requests), 0, true, "N", "recycle a worker after N requests; 0 = never"},
+    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, true, "N", "random 0..N added to --max-requests per worker"},
+    {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), 0, true, "SEC", "recycle a worker after this uptime; 0 = never"},
+    {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 4096, true, "N", "workers recycled at once (default 1)"},
+    {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
+};
+
+static const char *const balance_names[_CR_BALANCE_MAX] = {
+    [CR_BALANCE_SHARED] = "shared",
+    [CR_BALANCE_REUSEPORT] = "reuseport",
+};
+
+static const char *const level_names[] = {"debug", "info", "notice", "warning", "err"};
+
+const char *cr_balance_to_string(enum cr_balance b)
+{
+    return b < _CR_BALANCE_MAX ? balance_names[b] : "?";
+}
+
+void cr_config_init(struct cr_config *cfg)
+{
+    *cfg = (struct cr_config){
+        .listen = strdup("127.0.0.1:8080"),
+        .log_level = strdup("info"),
+        .control_max_clients = 128,
+        .start_timeout_ms = 30000,
+        .stop_timeout_ms = 10000,
+        .watchdog_ms = 5000,
+        .hang_timeout_ms = 30000,
+        .backoff_initial_ms = 100,
+        .backoff_max_ms = 10000,
+        .backoff_reset_ms = 30000,
+        .crash_budget = 5,
+        .crash_window_ms = 30000,
+        .failed_retry_ms = 60000,
+        .soft_samples = 4,
+        .heap_headroom_pct = 25,
+        .sample_interval_ms = 250,
+        .sample_ring = 240,
+        .history = 256,
+        .recycle_parallel = 1,
+    };
+}
+
+static void free_argv(struct cr_config *cfg)
+{
+    for (size_t i = 0; cfg->argv && cfg->argv[i]; i++)
+        free(cfg->argv[i]);
+    free(cfg->argv);
+    cfg->argv = NULL;
+    cfg->argc = 0;
+}
+
+void cr_config_done(struct cr_config *cfg)
+{
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+        if (opts[i].type == OPT_STR || opts[i].type == OPT_LEVEL) {
+            char **p = (char **)((char *)cfg + opts[i].offset);
+            free(*p);
+            *p = NULL;
+        }
+    free_argv(cfg);
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+int cr_parse_uint(const char *s, uint64_t max, uint64_t *ret)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || (max && v > max))
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+/* Parses "<number><unit>" where the number may carry a decimal part. */
+static int parse_scaled(const char *s, const char *const *units, const uint64_t *mult,
+                        size_t nunits, uint64_t bare, uint64_t *ret)
+{
+    if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -EINVAL;
+    uint64_t m = bare;
+    if (*end) {
+        size_t i;
+        for (i = 0; i < nunits; i++)
+            if (strcasecmp(end, units[i]) == 0)
+                break;
+        if (i == nunits)
+            return -EINVAL;
+        m = mult[i];
+    }
+    double r = v * (double)m;
+    if (r >= 18446744073709551615.0)
+        return -ERANGE;
+    *ret = (uint64_t)llround(r);
+    return 0;
+}
+
+int cr_parse_size(const char *s, uint64_t *ret)
+{
+    static const char *const u[] = {"b", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib",
+                                    "t", "tb", "tib"};
+    static const uint64_t m[] = {1, 1ull << 10, 1ull << 10, 1ull << 10, 1ull << 20, 1ull << 20,
+                                 1ull << 20, 1ull << 30, 1ull << 30, 1ull << 30, 1ull << 40,
+                                 1ull << 40, 1ull << 40};
+    return parse_scaled(s, u, m, sizeof(m) / sizeof(m[0]), 1, ret);
+}
+
+int cr_parse_duration_ms(const char *s, uint64_t *ret)
+{
+    static const char *const u[] = {"ms", "s", "m", "min", "h"};
+    static const uint64_t m[] = {1, 1000, 60000, 60000, 3600000};
+    return parse_scaled(s, u, m, sizeof(m) / sizeof(m[0]), 1000, ret);
+}
+
+static const struct opt *find_opt(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static int set_value(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+                     size_t errlen)
+{
+    void *field = (char *)cfg + o->offset;
+    uint64_t v;
+    int r;
+
+    switch (o->type) {
+    case OPT_UINT:
+    case OPT_U64:
+        r = cr_parse_uint(value, o->max ? o->max : (o->type == OPT_UINT ? UINT32_MAX : 0), &v);
+        if (r < 0)
+            return fail(err, errlen, "--%s: '%s' is not a whole number%s", o->name, value,
+                        r == -ERANGE ? " in range" : "");
+        if (o->type == OPT_UINT)
+            *(unsigned *)field = (unsigned)v;
+        else
+            *(uint64_t *)field = v;
+        return 0;
+    case OPT_SIZE:
+        if (cr_parse_size(value, &v) < 0)
+            return fail(err, errlen, "--%s: '%s' is not a size (e.g. 64M, 1G, 4096)", o->name,
+                        value);
+        *(uint64_t *)field = v;
+        return 0;
+    case OPT_SOFT: {
+        size_t n = strlen(value);
+        if (n > 1 && value[n - 1] == '%') {
+            char buf[32];
+            if (n >= sizeof(buf))
+                return fail(err, errlen, "--%s: '%s' is too long", o->name, value);
+            memcpy(buf, value, n - 1);
+            buf[n - 1] = '\0';
+            if (cr_parse_uint(buf, 100, &v) < 0 || v == 0)
+                return fail(err, errlen, "--%s: '%s' is not a percentage from 1%% to 100%%",
+                            o->name, value);
+            cfg->memory_soft_pct = (unsigned)v;
+            cfg->memory_soft = 0;
+            return 0;
+        }
+        if (cr_parse_size(value, &v) < 0)
+            return fail(err, errlen, "--%s: '%s' is not a size or a percentage", o->name, value);
+        cfg->memory_soft = v;
+        cfg->memory_soft_pct = 0;
+        return 0;
+    }
+    case OPT_MS:
+    case OPT_MS_MS:
+        if (o->type == OPT_MS_MS && cr_parse_uint(value, 0, &v) == 0) {
+            *(uint64_t *)field = v;
+            return 0;
+        }
+        if (cr_parse_duration_ms(value, &v) < 0)
+            return fail(err, errlen, "--%s: '%s' is not a duration (e.g. 10, 500ms, 2s, 1m)",
+                        o->name, value);
+        *(uint64_t *)field = v;
+        return 0;
+    case OPT_STR:
+    case OPT_LEVEL: {
+        if (o->type == OPT_LEVEL) {
+            size_t i, n = sizeof(level_names) / sizeof(level_names[0]);
+            for (i = 0; i < n; i++)
+                if (strcmp(value, level_names[i]) == 0)
+                    break;
+            if (i == n)
+                return fail(err, errlen, "--%s: '%s' is not one of debug, info, notice, "
+                                         "warning, err", o->name, value);
+        }
+        char *copy = strdup(value);
+        if (!copy)
+            return -ENOMEM;
+        free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case OPT_BOOL:
+        if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0 || strcmp(value, "yes") == 0)
+            *(bool *)field = true;
+        else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0 ||
+                 strcmp(value, "no") == 0)
+            *(bool *)field = false;
+        else
+            return fail(err, errlen, "--%s: '%s' is not true or false", o->name, value);
+        return 0;
+    case OPT_BALANCE:
+        for (int i = 0; i < _CR_BALANCE_MAX; i++)
+            if (strcmp(value, balance_names[i]) == 0) {
+                cfg->balance = (enum cr_balance)i;
+                return 0;
+            }
+        return fail(err, errlen, "--%s: '%s' is not shared or reuseport", o->name, value);
+    }
+    return -EINVAL;
+}
+
+const char *cr_config_find_file(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            return argv[i] + 9;
+    }
+    return NULL;
+}
+
+static int set_argv(struct cr_config *cfg, int argc, char **argv)
+{
+    free_argv(cfg);
+    cfg->argv = calloc((size_t)argc + 1, sizeof(char *));
+    if (!cfg->argv)
+        return -ENOMEM;
+    for (int i = 0; i < argc; i++)
+        if (!(cfg->argv[i] = strdup(argv[i])))
+            return -ENOMEM;
+    cfg->argc = (size_t)argc;
+    return 0;
+}
+
+int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret_action,
+                         char *err, size_t errlen)
+{
+    *ret_action = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const struct opt *o = NULL;
+        const char *value = NULL;
+
+        if (strcmp(a, "--") == 0)
+            return set_argv(cfg, argc - i - 1, argv + i + 1);
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *ret_action = 'h';
+            return 1;
+        }
+        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            *ret_action = 'v';
+            return 1;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            o = find_opt(a + 2, len);
+            if (!o)
+                return fail(err, errlen, "unknown option '%.*s'", (int)len + 2, a);
+            if (eq)
+                value = eq + 1;
+        } else if (a[0] == '-' && a[1] && !a[2]) {
+            for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
+                if (opts[k].short_name == a[1])
+                    o = &opts[k];
+            if (!o)
+                return fail(err, errlen, "unknown option '%s'", a);
+        } else {
+            return fail(err, errlen, "unexpected argument '%s' (put the worker command after --)",
+                        a);
+        }
+        if (o->type == OPT_BOOL && !value) {
+            value = "true";
+        } else if (!value) {
+            if (i + 1 >= argc)
+                return fail(err, errlen, "--%s needs a value (%s)", o->name, o->arg);
+            value = argv[++i];
+        }
+        int r = set_value(cfg, o, value, err, errlen);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* A JSON value as the text a flag would carry. */
+static int json_value_text(const cJSON *item, char *buf, size_t len)
+{
+    if (cJSON_IsString(item))
+        return snprintf(buf, len, "%s", item->valuestring) < (int)len ? 0 : -E2BIG;
+    if (cJSON_IsBool(item))
+        return snprintf(buf, len, "%s", cJSON_IsTrue(item) ? "true" : "false"), 0;
+    if (cJSON_IsNumber(item)) {
+        double d = item->valuedouble;
+        if (d < 0 || d != floor(d) || d > 1e18)
+            return -EINVAL;
+        return snprintf(buf, len, "%.0f", d), 0;
+    }
+    return -EINVAL;
+}
+
+static int json_command(struct cr_config *cfg, const cJSON *item, char *err, size_t errlen)
+{
+    if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) < 1)
+        return fail(err, errlen, "config key 'command': expected a non-empty array of strings");
+    int n = cJSON_GetArraySize(item);
+    char **v = calloc((size_t)n + 1, sizeof(char *));
+    if (!v)
+        return -ENOMEM;
+    int r = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *s = cJSON_GetArrayItem(item, i);
+        if (!cJSON_IsString(s)) {
+            r = fail(err, errlen, "config key 'command': element %d is not a string", i);
+            break;
+        }
+        v[i] = s->valuestring;
+    }
+    if (r == 0)
+        r = set_argv(cfg, n, v);
+    free(v);
+    return r;
+}
+
+int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, size_t errlen)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, true);
+    if (!root)
+        return fail(err, errlen, "config: invalid JSON near offset %ld",
+                    end ? (long)(end - text) : 0L);
+    int r = 0;
+    if (!cJSON_IsObject(root)) {
+        r = fail(err, errlen, "config: the top level must be an object");
+        goto out;
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        if (strcmp(item->string, "command") == 0) {
+            r = json_command(cfg, item, err, errlen);
+        } else {
+            const struct opt *o = find_opt(item->string, strlen(item->string));
+            char buf[4096];
+            if (!o || strcmp(o->name, "config") == 0)
+                r = fail(err, errlen, "config: unknown key '%s'", item->string);
+            else if (json_value_text(item, buf, sizeof(buf)) < 0)
+                r = fail(err, errlen, "config key '%s': unsupported value type", item->string);
+            else
+                r = set_value(cfg, o, buf, err, errlen);
+        }
+        if (r < 0)
+            break;
+    }
+out:
+    cJSON_Delete(root);
+    return r;
+}
+
+int cr_config_set(struct cr_config *cfg, const char *key, const char *value, bool live_only,
+                  char *err, size_t errlen)
+{
+    const struct opt *o = find_opt(key, strlen(key));
+    if (!o)
+        return fail(err, errlen, "unknown key '%s'", key);
+    if (live_only && !o->live)
+        return fail(err, errlen, "'%s' cannot be changed at run time", key);
+    /* Strings take part in no cross-field rule: set them in place. */
+    if (o->type == OPT_STR || o->type == OPT_LEVEL)
+        return set_value(cfg, o, value, err, errlen);
+    /* Everything else is validated as a whole on a copy before it counts;
+     * the copy shares cfg's strings, which set_value leaves alone here. */
+    struct cr_config tmp = *cfg;
+    int r = set_value(&tmp, o, value, err, errlen);
+    if (r >= 0)
+        r = cr_config_finish(&tmp, err, errlen);
+    if (r < 0)
+        return r;
+    *cfg = tmp;
+    return 0;
+}
+
+int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->memory_soft_pct) {
+        if (!cfg->memory_max)
+            return fail(err, errlen, "--memory-soft %u%% needs --memory-max",
+                        cfg->memory_soft_pct);
+        cfg->memory_soft = cfg->memory_max / 100 * cfg->memory_soft_pct;
+    }
+    if (cfg->memory_max && cfg->memory_max < (4u << 20))
+        return fail(err, errlen, "--memory-max %llu is below the 4M minimum",
+                    (unsigned long long)cfg->memory_max);
+    if (cfg->memory_soft && cfg->memory_max && cfg->memory_soft >= cfg->memory_max)
+        return fail(err, errlen, "--memory-soft must be below --memory-max");
+    if (cfg->memory_high && cfg->memory_max && cfg->memory_high >= cfg->memory_max)
+        return fail(err, errlen, "--memory-high must be below --memory-max");
+    if (cfg->hang_timeout_ms && cfg->watchdog_ms && cfg->hang_timeout_ms < cfg->watchdog_ms)
+        return fail(err, errlen, "--hang-timeout must not be shorter than --watchdog");
+    if (cfg->backoff_initial_ms == 0 || cfg->backoff_max_ms < cfg->backoff_initial_ms)
+        return fail(err, errlen, "--backoff-max must be at least --backoff-initial (> 0)");
+    if (cfg->sample_interval_ms < 10)
+        return fail(err, errlen, "--sample-interval must be at least 10 ms");
+    if (cfg->stop_timeout_ms == 0 || cfg->start_timeout_ms == 0)
+        return fail(err, errlen, "--stop-timeout and --start-timeout must be positive");
+    if (cfg->crash_budget == 0)
+        return fail(err, errlen, "--crash-budget must be at least 1");
+    if (cfg->sample_ring < 8 || cfg->history < 1)
+        return fail(err, errlen, "--sample-ring must be at least 8 and --history at least 1");
+    if (cfg->recycle_parallel == 0)
+        return fail(err, errlen, "--recycle-parallel must be at least 1");
+    if (cfg->control_max_clients == 0)
+        return fail(err, errlen, "--control-max-clients must be at least 1");
+    return 0;
+}
+
+uint64_t cr_config_heap_limit(const struct cr_config *cfg)
+{
+    if (!cfg->memory_max)
+        return 0;
+    return cfg->memory_max - cfg->memory_max / 100 * cfg->heap_headroom_pct;
+}
+
+void cr_config_usage(FILE *f, const char *prog)
+{
+    fprintf(f, "Usage: %s [OPTION]... [-- PROGRAM [ARG]...]\n"
+               "Supervise N pre-forked workers that serve one listening socket.\n"
+               "PROGRAM defaults to the reference worker, corral-worker.\n\n",
+            prog);
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+        char left[64];
+        const struct opt *o = &opts[i];
+        if (o->short_name)
+            snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
+                     o->arg ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        fprintf(f, "  %-34s %s%s\n", left, o->help, o->live ? " [live]" : "");
+    }
+    fprintf(f, "  %-34s %s\n  %-34s %s\n\n", "-h, --help", "show this help", "-V, --version",
+            "show the version");
+    fprintf(f, "Every long option is also a key of the JSON config file (\"workers\": 4,\n"
+               "\"memory-max\": \"256M\"), plus \"command\": [\"program\", \"arg\", ...].\n"
+               "[live] options may be changed at run time with `corralctl set KEY VALUE`.\n"
+               "Durations: bare numbers are seconds (MS options: milliseconds); suffixes ms, s, "
+               "m, h.\n");
+}
+
+void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
+{
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+        const struct opt *o = &opts[i];
+        const void *field = (const char *)cfg + o->offset;
+        switch (o->type) {
+        case OPT_UINT:
+            cJSON_AddNumberToObject(obj, o->name, *(const unsigned *)field);
+            break;
+        case OPT_U64:
+        case OPT_SIZE:
+        case OPT_SOFT:
+        case OPT_MS:
+        case OPT_MS_MS:
+            cJSON_AddNumberToObject(obj, o->name, (double)*(const uint64_t *)field);
+            break;
+        case OPT_STR:
+        case OPT_LEVEL:
+            if (*(char *const *)field)
+                cJSON_AddStringToObject(obj, o->name, *(char *const *)field);
+            else
+                cJSON_AddNullToObject(obj, o->name);
+            break;
+        case OPT_BOOL:
+            cJSON_AddBoolToObject(obj, o->name, *(const bool *)field);
+            break;
+        case OPT_BALANCE:
+            cJSON_AddStringToObject(obj, o->name, cr_balance_to_string(cfg->balance));
+            break;
+        }
+    }
+}

@@ -1,0 +1,110 @@
+/* cr_config: corrald's configuration — defaults, command-line flags and the
+ * optional JSON file, all described by one table so that a flag and its
+ * config-file key can never drift apart.
+ *
+ * Pure: parsing neither logs nor exits. Errors come back as -EINVAL with a
+ * message naming the offending flag/key and value in `err`.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum cr_balance {
+    CR_BALANCE_SHARED,    /* one listening socket, one accept queue for all */
+    CR_BALANCE_REUSEPORT, /* one SO_REUSEPORT socket per worker */
+    _CR_BALANCE_MAX,
+};
+
+struct cr_config {
+    unsigned workers;          /* 0 = uv_available_parallelism() */
+    char *listen;              /* HOST:PORT */
+    enum cr_balance balance;
+    char *control;             /* control socket path; NULL = default */
+    char *control_group;       /* group allowed on the control socket */
+    char *control_allow_uids;  /* extra uids, comma separated */
+    unsigned control_max_clients;
+    char *metrics_listen;      /* HOST:PORT of the Prometheus listener, or NULL */
+
+    uint64_t start_timeout_ms;
+    uint64_t stop_timeout_ms;
+    uint64_t watchdog_ms;      /* silence after which a worker is "blocked"; 0 = off */
+    uint64_t hang_timeout_ms;  /* silence after which it is killed; 0 = never */
+    uint64_t backoff_initial_ms;
+    uint64_t backoff_max_ms;
+    uint64_t backoff_reset_ms; /* a worker up this long resets its backoff */
+    unsigned crash_budget;     /* more than this many deaths ... */
+    uint64_t crash_window_ms;  /* ... within this window → failed */
+    uint64_t failed_retry_ms;  /* a failed worker is retried this slowly */
+    unsigned threadpool;       /* UV_THREADPOOL_SIZE for workers; 0 = unset */
+
+    uint64_t memory_max;       /* per-worker hard limit, bytes; 0 = none */
+    uint64_t memory_high;      /* v2 memory.high; 0 = none */
+    uint64_t memory_soft;      /* bytes; 0 = none (see memory_soft_pct) */
+    unsigned memory_soft_pct;  /* % of memory_max when given as N% */
+    unsigned soft_samples;
+    unsigned heap_headroom_pct;
+    bool node_heap;
+    char *cgroup_parent;
+    bool no_cgroups;
+    uint64_t sample_interval_ms;
+    unsigned sample_ring;
+    unsigned history;
+    uint64_t max_requests;
+    uint64_t max_requests_jitter;
+    uint64_t max_lifetime_ms;
+    unsigned recycle_parallel;
+
+    char *log_level;           /* debug, info, notice, warning, err */
+    char *config_file;
+
+    char **argv;               /* worker program and its arguments (NULL-terminated) */
+    size_t argc;
+};
+
+/* Fills cfg with the defaults. Call cr_config_done() to free. */
+void cr_config_init(struct cr_config *cfg);
+void cr_config_done(struct cr_config *cfg);
+
+/* Parses argv (argv[0] is the program). Returns 0, 1 when --help or
+ * --version was asked (ret_action says which: 'h' or 'v'), or -EINVAL with
+ * `err` filled. Flags override whatever the config file set: the caller
+ * loads the file named by --config first (cr_config_find_file). */
+int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret_action,
+                         char *err, size_t errlen);
+
+/* Returns the value of --config/-c in argv, or NULL. */
+const char *cr_config_find_file(int argc, char **argv);
+
+/* Applies a JSON object (the config file's text). Unknown keys and bad
+ * values are refused. */
+int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, size_t errlen);
+
+/* Sets one key to a textual value, as the control socket's `set` does.
+ * Only keys marked live may be set at run time (live_only=true). */
+int cr_config_set(struct cr_config *cfg, const char *key, const char *value, bool live_only,
+                  char *err, size_t errlen);
+
+/* Checks cross-field rules (e.g. soft below hard) and resolves derived
+ * values (memory_soft from a percentage). */
+int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen);
+
+/* Pure value parsers, exposed for tests and for the control socket. */
+int cr_parse_size(const char *s, uint64_t *ret);           /* 64M, 1G, 4096, 1.5G */
+int cr_parse_duration_ms(const char *s, uint64_t *ret);     /* 10 (s), 500ms, 2s, 1m, 1h */
+int cr_parse_uint(const char *s, uint64_t max, uint64_t *ret);
+
+/* The heap limit handed to workers: memory_max minus the headroom. 0 when
+ * there is no memory_max. */
+uint64_t cr_config_heap_limit(const struct cr_config *cfg);
+
+/* Writes --help to f. */
+void cr_config_usage(FILE *f, const char *prog);
+
+const char *cr_balance_to_string(enum cr_balance b);
+
+/* Adds the config as a JSON object's members (for `status`). */
+struct cJSON;
+void cr_config_to_json(const struct cr_config *cfg, struct cJSON *obj);

@@ -1,0 +1,407 @@
+/* The control socket's transport: accept, authorize, frame lines, bound
+ * every buffer, time out idle peers, and fan events out to subscribers. */
+#include "control.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "internal.h"
+#include "log.h"
+
+struct client {
+    struct cr_control *ctl;
+    struct client *next;
+    uv_pipe_t pipe;
+    uv_timer_t idle;
+    char *buf;
+    size_t len;
+    bool subscribed;
+    bool closing;
+    int handles;
+    uid_t uid;
+    pid_t pid;
+};
+
+struct cr_control {
+    struct cr_supervisor *sup;
+    uv_pipe_t server;
+    char *path;
+    gid_t group;
+    uid_t *uids;
+    size_t nuids;
+    struct client *clients;
+    unsigned nclients;
+    bool closing;
+};
+
+const char *cr_control_path(const struct cr_control *c)
+{
+    return c ? c->path : NULL;
+}
+
+static void client_freed(uv_handle_t *h)
+{
+    struct client *c = h->data;
+    if (--c->handles == 0) {
+        free(c->buf);
+        free(c);
+    }
+}
+
+static void client_close(struct client *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    struct cr_control *ctl = c->ctl;
+    for (struct client **pp = &ctl->clients; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    ctl->nclients--;
+    uv_close((uv_handle_t *)&c->idle, client_freed);
+    uv_close((uv_handle_t *)&c->pipe, client_freed);
+}
+
+struct wreq {
+    uv_write_t req;
+    char *data;
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct wreq *w = (struct wreq *)req;
+    free(w->data);
+    free(w);
+}
+
+/* Queues one line; a peer that lets its queue pass the cap is dropped, so
+ * a client that never reads can never make corrald buffer without bound. */
+static void send_line(struct client *c, char *owned_text)
+{
+    if (c->closing || !owned_text) {
+        free(owned_text);
+        return;
+    }
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CR_CONTROL_MAX_OUTPUT) {
+        free(owned_text);
+        cr_log(CR_LOG_WARNING, "control client (pid %d) does not read its output: dropped",
+               (int)c->pid);
+        client_close(c);
+        return;
+    }
+    size_t n = strlen(owned_text);
+    owned_text[n] = '\n'; /* cJSON_PrintBuffered leaves room; see print() */
+    struct wreq *w = malloc(sizeof(*w));
+    if (!w) {
+        free(owned_text);
+        client_close(c);
+        return;
+    }
+    w->data = owned_text;
+    uv_buf_t b = uv_buf_init(owned_text, (unsigned)n + 1);
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_written) < 0) {
+        free(owned_text);
+        free(w);
+        client_close(c);
+    }
+}
+
+/* Compact JSON with one spare byte for the newline. */
+static char *print(const cJSON *o)
+{
+    char *s = cJSON_PrintUnformatted(o);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    if (!t) {
+        free(s);
+        return NULL;
+    }
+    t[n + 1] = '\0';
+    return t;
+}
+
+static void send_error(struct client *c, const char *code, const char *msg)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddFalseToObject(o, "ok");
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", msg);
+    send_line(c, print(o));
+    cJSON_Delete(o);
+}
+
+void cr_control_broadcast(struct cr_control *ctl, const cJSON *obj)
+{
+    if (!ctl)
+        return;
+    char *text = NULL;
+    for (struct client *c = ctl->clients, *next; c; c = next) {
+        next = c->next;
+        if (!c->subscribed)
+            continue;
+        if (!text && !(text = print(obj)))
+            return;
+        size_t n = strlen(text);
+        char *copy = malloc(n + 2);
+        if (copy)
+            memcpy(copy, text, n + 1);
+        send_line(c, copy);
+    }
+    free(text);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+    struct client *c = t->data;
+    if (c->subscribed)
+        return;
+    send_error(c, CR_E_BAD_REQUEST, "idle timeout");
+    client_close(c);
+}
+
+static void handle_line(struct client *c, const char *line, size_t len)
+{
+    /* Tolerate CRLF and blank lines. */
+    if (len && line[len - 1] == '\r')
+        len--;
+    if (!len)
+        return;
+    bool sub = false;
+    cJSON *res = cr_control_handle(c->ctl->sup, line, len, &sub);
+    send_line(c, print(res));
+    cJSON_Delete(res);
+    if (sub) {
+        c->subscribed = true;
+        uv_timer_stop(&c->idle);
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    static char slab[16384];
+    (void)h;
+    (void)hint;
+    *buf = uv_buf_init(slab, sizeof(slab));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct client *c = s->data;
+    if (n < 0) {
+        client_close(c);
+        return;
+    }
+    if (n == 0 || c->closing)
+        return;
+    uv_timer_again(&c->idle);
+    size_t off = 0;
+    while (off < (size_t)n && !c->closing) {
+        const char *nl = memchr(b->base + off, '\n', (size_t)n - off);
+        size_t take = nl ? (size_t)(nl - (b->base + off)) : (size_t)n - off;
+        if (c->len + take > CR_CONTROL_MAX_LINE) {
+            send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
+            client_close(c);
+            return;
+        }
+        if (c->len || !nl) {
+            char *nb = realloc(c->buf, c->len + take + 1);
+            if (!nb) {
+                client_close(c);
+                return;
+            }
+            c->buf = nb;
+            memcpy(c->buf + c->len, b->base + off, take);
+            c->len += take;
+        }
+        if (nl) {
+            if (c->len) {
+                handle_line(c, c->buf, c->len);
+                c->len = 0;
+            } else {
+                handle_line(c, b->base + off, take);
+            }
+            off += take + 1;
+        } else {
+            off += take;
+        }
+    }
+}
+
+static bool allowed(struct cr_control *ctl, const struct ucred *cr)
+{
+    if (cr->uid == 0 || cr->uid == getuid())
+        return true;
+    for (size_t i = 0; i < ctl->nuids; i++)
+        if (ctl->uids[i] == cr->uid)
+            return true;
+    return ctl->group != (gid_t)-1 && cr->gid == ctl->group;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct cr_control *ctl = server->data;
+    if (status < 0)
+        return;
+    struct client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->ctl = ctl;
+    uv_pipe_init(server->loop, &c->pipe, 0);
+    uv_timer_init(server->loop, &c->idle);
+    c->pipe.data = c->idle.data = c;
+    c->handles = 2;
+    c->next = ctl->clients;
+    ctl->clients = c;
+    ctl->nclients++;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        client_close(c);
+        return;
+    }
+    uv_os_fd_t fd;
+    struct ucred cr = {0};
+    socklen_t sl = sizeof(cr);
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0 || !allowed(ctl, &cr)) {
+        cr_log(CR_LOG_WARNING, "control: refused peer pid %d uid %d", (int)cr.pid, (int)cr.uid);
+        send_error(c, CR_E_FORBIDDEN, "this user may not use corrald's control socket");
+        client_close(c);
+        return;
+    }
+    c->uid = cr.uid;
+    c->pid = cr.pid;
+    if (ctl->nclients > ctl->sup->cfg.control_max_clients) {
+        send_error(c, CR_E_BUSY, "too many control clients");
+        client_close(c);
+        return;
+    }
+    uv_timer_start(&c->idle, on_idle, CR_CONTROL_IDLE_MS, CR_CONTROL_IDLE_MS);
+    uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
+}
+
+static char *default_path(void)
+{
+    const char *rd = getenv("RUNTIME_DIRECTORY");
+    char *p = NULL;
+    if (rd && *rd) {
+        /* RUNTIME_DIRECTORY may list several directories: take the first. */
+        size_t n = strcspn(rd, ":");
+        if (asprintf(&p, "%.*s/control.sock", (int)n, rd) < 0)
+            return NULL;
+        return p;
+    }
+    return strdup("corral.sock");
+}
+
+static int parse_uids(struct cr_control *ctl, const char *list)
+{
+    while (list && *list) {
+        char *end;
+        unsigned long v = strtoul(list, &end, 10);
+        if (end == list)
+            return -EINVAL;
+        uid_t *n = realloc(ctl->uids, (ctl->nuids + 1) * sizeof(uid_t));
+        if (!n)
+            return -ENOMEM;
+        ctl->uids = n;
+        ctl->uids[ctl->nuids++] = (uid_t)v;
+        list = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -EINVAL;
+    }
+    return 0;
+}
+
+static void control_free(struct cr_control *ctl)
+{
+    free(ctl->path);
+    free(ctl->uids);
+    free(ctl);
+}
+
+int cr_control_open(struct cr_supervisor *sup)
+{
+    struct cr_control *ctl = calloc(1, sizeof(*ctl));
+    if (!ctl)
+        return -ENOMEM;
+    ctl->sup = sup;
+    ctl->group = (gid_t)-1;
+    ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
+    int r = ctl->path ? parse_uids(ctl, sup->cfg.control_allow_uids) : -ENOMEM;
+    if (r < 0) {
+        cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
+               sup->cfg.control_allow_uids);
+        control_free(ctl);
+        return r;
+    }
+    if (sup->cfg.control_group) {
+        struct group *g = getgrnam(sup->cfg.control_group);
+        if (!g) {
+            cr_log(CR_LOG_ERR, "--control-group: no group '%s'", sup->cfg.control_group);
+            control_free(ctl);
+            return -ENOENT;
+        }
+        ctl->group = g->gr_gid;
+    }
+    /* A socket file left by a corrald that died is in the way: remove it,
+     * but never anything that is not a socket. */
+    struct stat st;
+    if (lstat(ctl->path, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(ctl->path);
+    uv_pipe_init(sup->loop, &ctl->server, 0);
+    ctl->server.data = ctl;
+    /* Born 0660: no window in which others could connect. */
+    mode_t old = umask(0117);
+    r = uv_pipe_bind(&ctl->server, ctl->path);
+    umask(old);
+    if (r == 0 && ctl->group != (gid_t)-1 && chown(ctl->path, (uid_t)-1, ctl->group) < 0)
+        r = -errno;
+    if (r == 0)
+        r = chmod(ctl->path, 0660) < 0 ? -errno : 0;
+    if (r == 0)
+        r = uv_listen((uv_stream_t *)&ctl->server, 64, on_connection);
+    if (r < 0) {
+        cr_log(CR_LOG_ERR, "control socket %s: %s", ctl->path, uv_strerror(r));
+        uv_close((uv_handle_t *)&ctl->server, NULL);
+        /* Freed after the loop closes the handle would be cleaner; the
+         * process is about to exit on this error anyway. */
+        return r;
+    }
+    cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
+    sup->control = ctl;
+    return 0;
+}
+
+static void server_closed(uv_handle_t *h)
+{
+    control_free(h->data);
+}
+
+void cr_control_close(struct cr_control *ctl)
+{
+    if (!ctl || ctl->closing)
+        return;
+    ctl->closing = true;
+    while (ctl->clients)
+        client_close(ctl->clients);
+    unlink(ctl->path);
+    uv_close((uv_handle_t *)&ctl->server, server_closed);
+}
+
+void cr_supervisor_emit(struct cr_supervisor *sup, cJSON *obj)
+{
+    if (sup->control)
+        cr_control_broadcast(sup->control, obj);
+    cJSON_Delete(obj);
+}

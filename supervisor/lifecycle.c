@@ -1,0 +1,143 @@
+#include "lifecycle.h"
+
+#include <stddef.h>
+
+#define T(n, a) (&(const struct cr_transition){.next = CR_WS_##n, .action = CR_WA_##a})
+
+/* The whole lifecycle. Reading one row tells everything a state does. */
+static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
+    [CR_WS_STARTING] = {
+        [CR_WE_READY] = T(READY, BECOME_READY),
+        [CR_WE_DEADLINE] = T(STARTING, KILL_START_TIMEOUT),
+        [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_READY] = {
+        [CR_WE_WATCHDOG] = T(READY, ARM_WATCHDOG),
+        [CR_WE_DEADLINE] = T(BLOCKED, FLAG_BLOCKED),
+        [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_BLOCKED] = {
+        [CR_WE_WATCHDOG] = T(READY, UNBLOCK),
+        [CR_WE_DEADLINE] = T(KILLING, KILL_HANG),
+        [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_DRAINING] = {
+        [CR_WE_DEADLINE] = T(DRAINING, KILL_STOP_TIMEOUT),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_KILLING] = {
+        [CR_WE_DEADLINE] = T(KILLING, KILL_HARD),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_EXITED] = {0},
+    [CR_WS_BACKOFF] = {
+        [CR_WE_DEADLINE] = T(STARTING, SPAWN),
+        [CR_WE_DRAIN] = T(EXITED, RETIRE),
+    },
+    [CR_WS_FAILED] = {
+        [CR_WE_DEADLINE] = T(STARTING, SPAWN),
+        [CR_WE_DRAIN] = T(EXITED, RETIRE),
+    },
+};
+
+const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e)
+{
+    if ((unsigned)s >= _CR_WS_MAX || (unsigned)e >= _CR_WE_MAX)
+        return NULL;
+    return table[s][e];
+}
+
+bool cr_wstate_has_process(enum cr_wstate s)
+{
+    return s == CR_WS_STARTING || s == CR_WS_READY || s == CR_WS_BLOCKED ||
+           s == CR_WS_DRAINING || s == CR_WS_KILLING;
+}
+
+static const char *const state_names[_CR_WS_MAX] = {
+    [CR_WS_STARTING] = "starting", [CR_WS_READY] = "ready",   [CR_WS_BLOCKED] = "blocked",
+    [CR_WS_DRAINING] = "draining", [CR_WS_KILLING] = "killing", [CR_WS_EXITED] = "exited",
+    [CR_WS_BACKOFF] = "backoff",   [CR_WS_FAILED] = "failed",
+};
+
+static const char *const event_names[_CR_WE_MAX] = {
+    [CR_WE_READY] = "ready", [CR_WE_WATCHDOG] = "watchdog", [CR_WE_DEADLINE] = "deadline",
+    [CR_WE_DRAIN] = "drain", [CR_WE_EXIT] = "exit",
+};
+
+static const char *const action_names[_CR_WA_MAX] = {
+    [CR_WA_NONE] = "none",
+    [CR_WA_BECOME_READY] = "become-ready",
+    [CR_WA_ARM_WATCHDOG] = "arm-watchdog",
+    [CR_WA_FLAG_BLOCKED] = "flag-blocked",
+    [CR_WA_UNBLOCK] = "unblock",
+    [CR_WA_KILL_START_TIMEOUT] = "kill-start-timeout",
+    [CR_WA_KILL_HANG] = "kill-hang",
+    [CR_WA_KILL_HARD] = "kill-hard",
+    [CR_WA_SEND_TERM] = "send-term",
+    [CR_WA_KILL_STOP_TIMEOUT] = "kill-stop-timeout",
+    [CR_WA_REAP] = "reap",
+    [CR_WA_SPAWN] = "spawn",
+    [CR_WA_RETIRE] = "retire",
+};
+
+const char *cr_wstate_to_string(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX ? state_names[s] : "?";
+}
+
+const char *cr_wevent_to_string(enum cr_wevent e)
+{
+    return (unsigned)e < _CR_WE_MAX ? event_names[e] : "?";
+}
+
+const char *cr_waction_to_string(enum cr_waction a)
+{
+    return (unsigned)a < _CR_WA_MAX ? action_names[a] : "?";
+}
+
+uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n)
+{
+    uint64_t d = p->backoff_initial_ms;
+    for (unsigned i = 1; i < n && d < p->backoff_max_ms; i++)
+        d *= 2;
+    return d < p->backoff_max_ms ? d : p->backoff_max_ms;
+}
+
+/* Deaths older than the window fall out of the ring. */
+static unsigned deaths_in_window(struct cr_restart_state *st, uint64_t now_ms, uint64_t window)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < st->ndeaths; i++) {
+        uint64_t t = st->deaths[(st->head + CR_RESTART_MAX_BUDGET + 1 - 1 - i) %
+                                (CR_RESTART_MAX_BUDGET + 1)];
+        if (now_ms - t <= window)
+            n++;
+    }
+    return n;
+}
+
+struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
+                                             struct cr_restart_state *st, uint64_t now_ms,
+                                             uint64_t uptime_ms, bool planned)
+{
+    if (planned)
+        return (struct cr_restart_decision){.next = CR_WS_BACKOFF, .delay_ms = 0};
+
+    if (uptime_ms >= p->backoff_reset_ms)
+        st->consecutive = 0;
+    st->consecutive++;
+    st->deaths[st->head] = now_ms;
+    st->head = (st->head + 1) % (CR_RESTART_MAX_BUDGET + 1);
+    if (st->ndeaths < CR_RESTART_MAX_BUDGET + 1)
+        st->ndeaths++;
+
+    unsigned budget = p->budget < CR_RESTART_MAX_BUDGET ? p->budget : CR_RESTART_MAX_BUDGET;
+    if (deaths_in_window(st, now_ms, p->window_ms) > budget)
+        return (struct cr_restart_decision){
+            .next = CR_WS_FAILED, .delay_ms = p->failed_retry_ms, .crash_loop = true};
+    return (struct cr_restart_decision){.next = CR_WS_BACKOFF,
+                                        .delay_ms = cr_backoff_delay(p, st->consecutive)};
+}

@@ -1,0 +1,27 @@
+/* cr_log: one line per event. On stderr with a level prefix; under systemd
+ * (JOURNAL_STREAM names our stderr) through sd_journal_send with structured
+ * fields, so `journalctl -u corral CORRAL_DEATH=oom-own-limit` finds deaths.
+ *
+ * Only the top of corrald logs (supervisor.c, main.c); modules return errors.
+ */
+#pragma once
+
+#include <stdarg.h>
+#include <sys/types.h>
+
+enum cr_log_level { CR_LOG_DEBUG, CR_LOG_INFO, CR_LOG_NOTICE, CR_LOG_WARNING, CR_LOG_ERR };
+
+/* Reads JOURNAL_STREAM and decides where lines go. */
+void cr_log_init(const char *level_name);
+void cr_log_set_level(const char *level_name);
+int cr_log_level_from_string(const char *s);
+
+/* A free-form line. */
+void cr_log(enum cr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* An event line with structured fields. `fields` is a NULL-terminated list
+ * of "KEY=value" strings (journal field names; on stderr they are printed as
+ * key=value after the message). */
+void cr_log_event(enum cr_log_level level, const char *event, int worker_id, pid_t pid,
+                  const char *const *fields, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));

@@ -1,0 +1,154 @@
+/* Memory watch: every sample period, for each worker, RSS from
+ * /proc/<pid>/statm, the cgroup's usage, and the worker's last heap report
+ * go into a bounded ring; the trend module reads a verdict off it, and the
+ * soft limit recycles a worker before the kernel has to kill it. */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cr_cgroup.h"
+#include "log.h"
+#include "trend.h"
+
+static uint64_t page_size;
+
+/* Resident bytes, from the second field of statm: one short read. */
+static uint64_t read_rss(pid_t pid)
+{
+    char path[64], buf[128];
+    snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long long size, resident;
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    return resident * page_size;
+}
+
+static void fmt_mib(char *buf, size_t len, uint64_t b)
+{
+    snprintf(buf, len, "%.1f MiB", (double)b / (1024.0 * 1024.0));
+}
+
+static void check_soft_limit(struct cr_worker *w, uint64_t usage)
+{
+    struct cr_supervisor *sup = w->sup;
+    uint64_t soft = sup->cfg.memory_soft;
+    if (!soft || usage <= soft) {
+        w->soft_over = 0;
+        w->soft_crossed_at = 0;
+        return;
+    }
+    if (!w->soft_over)
+        w->soft_crossed_at = cr_now_ms(sup);
+    w->soft_over++;
+    if (w->soft_over < sup->cfg.soft_samples || w->recycle_queued || w->replaced_by ||
+        (w->state != CR_WS_READY && w->state != CR_WS_BLOCKED))
+        return;
+    char u[32], l[32], why[160];
+    fmt_mib(u, sizeof(u), usage);
+    fmt_mib(l, sizeof(l), soft);
+    snprintf(why, sizeof(why), "memory soft limit (usage %s > soft %s for %u samples)", u, l,
+             w->soft_over);
+    cr_worker_recycle(w, why);
+    if (w->replaced_by)
+        cr_log_event(CR_LOG_NOTICE, "soft-limit", w->id, w->pid, NULL,
+                     "worker %d: replacement spawned %llu ms after usage crossed the soft limit",
+                     w->id, (unsigned long long)(cr_now_ms(sup) - w->soft_crossed_at));
+}
+
+static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
+{
+    struct cr_supervisor *sup = w->sup;
+    if (!w->pid || !w->io || !cr_wstate_has_process(w->state) || w->exec_errno)
+        return;
+    if (!w->samples && cr_trend_ring_new(sup->cfg.sample_ring, &w->samples) < 0)
+        return;
+    w->rss = read_rss(w->pid);
+    if (w->cg) {
+        uint64_t u = 0;
+        if (cr_cgroup_read_usage(w->cg, &u) == 0)
+            w->cg_usage = u;
+    }
+    struct cr_sample s = {
+        .t_ms = cr_now_ms(sup),
+        .rss = w->rss,
+        .heap_used = w->last.heap_used,
+        .heap_total = w->last.heap_total,
+        .external = w->last.external,
+        .cg_usage = w->cg ? w->cg_usage : 0,
+    };
+    cr_trend_ring_push(w->samples, &s);
+
+    struct cr_trend t;
+    if (cr_trend_analyze_ring(w->samples, tp, w->cg_limit, &t) == 0 && (int)t.verdict != w->verdict) {
+        char nums[256];
+        cr_trend_format(&t, nums, sizeof(nums));
+        enum cr_log_level lvl = t.verdict == CR_TREND_STABLE || t.verdict == CR_TREND_UNKNOWN
+                                    ? CR_LOG_INFO
+                                    : CR_LOG_WARNING;
+        cr_log_event(lvl, "verdict", w->id, w->pid, NULL, "worker %d memory: %s (was %s): %s",
+                     w->id, cr_trend_verdict_to_string(t.verdict),
+                     cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict), nums);
+        w->verdict = (int)t.verdict;
+        snprintf(w->verdict_text, sizeof(w->verdict_text), "%s", nums);
+    }
+    check_soft_limit(w, w->cg ? w->cg_usage : w->rss);
+
+    uint64_t lifetime = sup->cfg.max_lifetime_ms;
+    if (lifetime && w->state == CR_WS_READY && s.t_ms - w->spawned_at >= lifetime) {
+        char why[96];
+        snprintf(why, sizeof(why), "max lifetime (%llu ms)", (unsigned long long)lifetime);
+        cr_worker_recycle(w, why);
+    }
+}
+
+static void on_sample(uv_timer_t *t)
+{
+    struct cr_supervisor *sup = t->data;
+    struct cr_trend_params tp = {
+        .window_ms = CR_TREND_DEFAULT_WINDOW_MS,
+        .min_samples = CR_TREND_DEFAULT_MIN_SAMPLES,
+        .min_span_ms = CR_TREND_DEFAULT_MIN_SPAN_MS,
+        .min_rise_bytes = CR_TREND_DEFAULT_MIN_RISE,
+        .min_rise_pct = CR_TREND_DEFAULT_MIN_RISE_PCT,
+        .horizon_ms = CR_TREND_DEFAULT_HORIZON_MS,
+        .near_pct = CR_TREND_DEFAULT_NEAR_PCT,
+        .projection_window_ms = CR_TREND_DEFAULT_PROJECTION_MS,
+    };
+    /* Recycling may add workers to the list: walk a snapshot of the
+     * current ones by remembering the next before each step. */
+    for (struct cr_worker *w = sup->workers, *next; w; w = next) {
+        next = w->next;
+        sample_worker(w, &tp);
+    }
+}
+
+void cr_memwatch_start(struct cr_supervisor *sup)
+{
+    if (!page_size)
+        page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t ms = sup->cfg.sample_interval_ms;
+    uv_timer_start(&sup->sample_timer, on_sample, ms, ms);
+}
+
+void cr_memwatch_restart_timer(struct cr_supervisor *sup)
+{
+    uv_timer_stop(&sup->sample_timer);
+    cr_memwatch_start(sup);
+}
+
+void cr_memwatch_worker_gone(struct cr_worker *w)
+{
+    w->samples = cr_trend_ring_free(w->samples);
+}

@@ -1,0 +1,152 @@
+/* Prometheus text exposition (version 0.0.4) of what `status` shows:
+ * conventional names, base units (bytes, seconds), one family at a time. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cr_config.h"
+#include "history.h"
+#include "trend.h"
+
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+};
+
+static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)n) * 2;
+        if (cap > (64u << 20)) { /* a hard cap: never grow without bound */
+            b->failed = true;
+            return;
+        }
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+static void family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+typedef double (*getter)(const struct cr_worker *w);
+
+static double g_rss(const struct cr_worker *w) { return (double)(w->rss ? w->rss : w->last.rss); }
+static double g_heap_used(const struct cr_worker *w) { return (double)w->last.heap_used; }
+static double g_heap_total(const struct cr_worker *w) { return (double)w->last.heap_total; }
+static double g_heap_limit(const struct cr_worker *w) { return (double)w->last.heap_limit; }
+static double g_external(const struct cr_worker *w) { return (double)w->last.external; }
+static double g_cg_usage(const struct cr_worker *w) { return (double)w->cg_usage; }
+static double g_cg_limit(const struct cr_worker *w) { return (double)w->cg_limit; }
+static double g_requests(const struct cr_worker *w) { return (double)w->last.requests; }
+static double g_inflight(const struct cr_worker *w) { return (double)w->last.inflight; }
+static double g_elu(const struct cr_worker *w) { return w->last.elu; }
+static double g_restarts(const struct cr_worker *w) { return w->restarts; }
+static double g_oom(const struct cr_worker *w) { return w->oom_events; }
+static double g_pool(const struct cr_worker *w) { return (double)w->last.pool_queue; }
+static double g_gen(const struct cr_worker *w) { return w->generation; }
+
+static const struct {
+    const char *name, *type, *help;
+    getter get;
+} worker_metrics[] = {
+    {"corral_worker_memory_rss_bytes", "gauge", "Resident set size of the worker process.", g_rss},
+    {"corral_worker_heap_used_bytes", "gauge", "Managed heap in use, as the worker reports it.", g_heap_used},
+    {"corral_worker_heap_total_bytes", "gauge", "Managed heap reserved, as the worker reports it.", g_heap_total},
+    {"corral_worker_heap_limit_bytes", "gauge", "The worker's heap limit.", g_heap_limit},
+    {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.", g_external},
+    {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.", g_cg_usage},
+    {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).", g_cg_limit},
+    {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.", g_requests},
+    {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight},
+    {"corral_worker_event_loop_utilization_ratio", "gauge", "Event-loop utilization over the last report period.", g_elu},
+    {"corral_worker_restarts_total", "counter", "Restarts of this worker slot.", g_restarts},
+    {"corral_worker_oom_events_total", "counter", "OOM events seen in the worker's cgroup this generation.", g_oom},
+    {"corral_worker_threadpool_queue", "gauge", "Jobs queued or running on the worker's thread pool.", g_pool},
+    {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen},
+};
+
+static bool listed(const struct cr_worker *w)
+{
+    return w->pid && !w->replaces;
+}
+
+char *cr_metrics_text(struct cr_supervisor *sup)
+{
+    struct buf b = {0};
+    family(&b, "corral_up", "gauge", "1 while corrald runs.");
+    put(&b, "corral_up 1\n");
+    family(&b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
+    put(&b, "corral_uptime_seconds %.3f\n", (double)(cr_now_ms(sup) - sup->started_at) / 1000.0);
+    family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
+    for (int s = 0; s < _CR_WS_MAX; s++) {
+        unsigned n = 0;
+        for (struct cr_worker *w = sup->workers; w; w = w->next)
+            n += (int)w->state == s;
+        put(&b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s), n);
+    }
+    family(&b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
+    put(&b, "corral_workers_target %u\n", sup->target);
+    family(&b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
+    for (int d = 0; d < _CR_DEATH_MAX; d++)
+        put(&b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
+            cr_death_to_string((enum cr_death)d), sup->deaths_by_category[d]);
+
+    for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
+        family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
+        for (struct cr_worker *w = sup->workers; w; w = w->next)
+            if (listed(w))
+                put(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
+                    worker_metrics[m].get(w));
+    }
+    family(&b, "corral_worker_loop_delay_seconds", "gauge",
+           "Event-loop delay over the last report period, by quantile (1 = max).");
+    for (struct cr_worker *w = sup->workers; w; w = w->next) {
+        if (!listed(w))
+            continue;
+        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"0.5\"} %.6f\n", w->id,
+            (double)w->last.delay_p50_us / 1e6);
+        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"0.99\"} %.6f\n", w->id,
+            (double)w->last.delay_p99_us / 1e6);
+        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"1\"} %.6f\n", w->id,
+            (double)w->last.delay_max_us / 1e6);
+    }
+    family(&b, "corral_worker_memory_verdict", "gauge",
+           "1 for the worker's current memory trend verdict.");
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (listed(w))
+            put(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", w->id,
+                cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict));
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p ? b.p : strdup("");
+}

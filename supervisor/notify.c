@@ -1,0 +1,242 @@
+#include "notify.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool parse_u64(const char *v, size_t n, uint64_t *ret)
+{
+    if (n == 0 || n > 20)
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(v[i] - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            return false;
+        x = x * 10 + d;
+    }
+    *ret = x;
+    return true;
+}
+
+static bool parse_double(const char *v, size_t n, double *ret)
+{
+    char tmp[32];
+    if (n == 0 || n >= sizeof(tmp))
+        return false;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    char *end;
+    errno = 0;
+    double d = strtod(tmp, &end);
+    if (errno || *end || d != d)
+        return false;
+    *ret = d;
+    return true;
+}
+
+struct u64_key {
+    const char *key;
+    unsigned bit;
+    size_t off;
+};
+
+#define U(k, b, f) {k, b, offsetof(struct cr_notify_msg, f)}
+static const struct u64_key u64_keys[] = {
+    U("X_HEAP_USED", CR_NF_HEAP_USED, heap_used),
+    U("X_HEAP_TOTAL", CR_NF_HEAP_TOTAL, heap_total),
+    U("X_HEAP_LIMIT", CR_NF_HEAP_LIMIT, heap_limit),
+    U("X_EXTERNAL", CR_NF_EXTERNAL, external),
+    U("X_RSS", CR_NF_RSS, rss),
+    U("X_LOOP_DELAY_P50_US", CR_NF_DELAY_P50, delay_p50_us),
+    U("X_LOOP_DELAY_P99_US", CR_NF_DELAY_P99, delay_p99_us),
+    U("X_LOOP_DELAY_MAX_US", CR_NF_DELAY_MAX, delay_max_us),
+    U("X_INFLIGHT", CR_NF_INFLIGHT, inflight),
+    U("X_REQUESTS", CR_NF_REQUESTS, requests),
+    U("X_POOL_QUEUE", CR_NF_POOL_QUEUE, pool_queue),
+};
+
+static void copy_str(char *dst, size_t cap, const char *v, size_t n)
+{
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static bool key_is(const char *k, size_t kn, const char *want)
+{
+    return strlen(want) == kn && memcmp(k, want, kn) == 0;
+}
+
+static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
+                       struct cr_notify_msg *m, unsigned *bad)
+{
+    if (key_is(k, kn, "READY")) {
+        if (vn == 1 && v[0] == '1')
+            m->present |= CR_NF_READY;
+        return;
+    }
+    if (key_is(k, kn, "WATCHDOG")) {
+        if (vn == 1 && v[0] == '1')
+            m->present |= CR_NF_WATCHDOG;
+        return;
+    }
+    if (key_is(k, kn, "STOPPING")) {
+        if (vn == 1 && v[0] == '1')
+            m->present |= CR_NF_STOPPING;
+        return;
+    }
+    if (key_is(k, kn, "STATUS")) {
+        copy_str(m->status, sizeof(m->status), v, vn);
+        m->present |= CR_NF_STATUS;
+        return;
+    }
+    if (key_is(k, kn, "X_FATAL")) {
+        copy_str(m->fatal, sizeof(m->fatal), v, vn);
+        m->present |= CR_NF_FATAL;
+        return;
+    }
+    if (key_is(k, kn, "X_ELU")) {
+        double d;
+        if (parse_double(v, vn, &d) && d >= 0 && d <= 1) {
+            m->elu = d;
+            m->present |= CR_NF_ELU;
+        } else {
+            (*bad)++;
+        }
+        return;
+    }
+    for (size_t i = 0; i < sizeof(u64_keys) / sizeof(u64_keys[0]); i++)
+        if (key_is(k, kn, u64_keys[i].key)) {
+            uint64_t x;
+            if (parse_u64(v, vn, &x)) {
+                *(uint64_t *)((char *)m + u64_keys[i].off) = x;
+                m->present |= u64_keys[i].bit;
+            } else {
+                (*bad)++;
+            }
+            return;
+        }
+}
+
+void cr_notify_parse(const char *buf, size_t len, struct cr_notify_msg *ret, unsigned *ret_bad)
+{
+    unsigned bad = 0;
+    *ret = (struct cr_notify_msg){0};
+    size_t i = 0;
+    while (i < len) {
+        const char *line = buf + i;
+        const char *nl = memchr(line, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - line) : len - i;
+        const char *eq = memchr(line, '=', n);
+        if (eq)
+            parse_line(line, (size_t)(eq - line), eq + 1, n - (size_t)(eq - line) - 1, ret, &bad);
+        i += n + 1;
+    }
+    if (ret_bad)
+        *ret_bad = bad;
+}
+
+int cr_notify_stream_feed(struct cr_notify_stream *s, const char *data, size_t len,
+                          size_t *ret_used, char *ret_msg, size_t *ret_msg_len)
+{
+    size_t used = 0;
+    /* Copy byte by byte until the buffer holds "\n\n": messages are tiny,
+     * and this keeps the framing obviously right. */
+    while (used < len) {
+        if (s->len >= CR_NOTIFY_MAX) {
+            *ret_used = used;
+            return -EMSGSIZE;
+        }
+        s->buf[s->len++] = data[used++];
+        if (s->len >= 2 && s->buf[s->len - 1] == '\n' && s->buf[s->len - 2] == '\n') {
+            memcpy(ret_msg, s->buf, s->len);
+            *ret_msg_len = s->len;
+            s->len = 0;
+            *ret_used = used;
+            return 1;
+        }
+        /* A lone "\n" at the start of a message is noise between messages. */
+        if (s->len == 1 && s->buf[0] == '\n')
+            s->len = 0;
+    }
+    *ret_used = used;
+    return 0;
+}
+
+int cr_notify_open(char *ret_addr, size_t addrlen, int *ret_fd)
+{
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0)
+        goto fail;
+    /* Enough buffer for a burst of reports from hundreds of workers. */
+    int rcv = 4 << 20;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* Abstract namespace: nothing to clean up on disk, gone with corrald. */
+    int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "corral/notify/%d/%lx",
+                     (int)getpid(), (unsigned long)ts.tv_nsec);
+    if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                                     (size_t)n)) < 0)
+        goto fail;
+    if (snprintf(ret_addr, addrlen, "@%s", sa.sun_path + 1) >= (int)addrlen) {
+        errno = ENAMETOOLONG;
+        goto fail;
+    }
+    *ret_fd = fd;
+    return 0;
+fail:;
+    int e = errno;
+    close(fd);
+    return -e;
+}
+
+ssize_t cr_notify_recv(int fd, char *buf, size_t len, pid_t *ret_pid)
+{
+    for (;;) {
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 8)];
+        } ctl;
+        struct iovec iov = {buf, len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
+                            .msg_controllen = sizeof(ctl)};
+        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+        if (n < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+        pid_t pid = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+                struct ucred uc;
+                memcpy(&uc, CMSG_DATA(c), sizeof(uc));
+                pid = uc.pid;
+            } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                /* Nobody may park descriptors on us. */
+                int nfd = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                for (int i = 0; i < nfd; i++) {
+                    int x;
+                    memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                    close(x);
+                }
+            }
+        }
+        if (pid <= 0 || (size_t)n > len)
+            continue; /* no credentials, or truncated: drop it */
+        *ret_pid = pid;
+        return n;
+    }
+}

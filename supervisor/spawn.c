@@ -1,0 +1,198 @@
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Duplicates fd well above the target numbers 0..4, CLOEXEC, so the dup2
+ * dance in the child can never clobber a source and only the dup2'd copies
+ * survive exec. */
+static int dup_high(int fd, int *ret)
+{
+    *ret = -1;
+    if (fd < 0)
+        return 0;
+    int r = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    if (r < 0)
+        return -errno;
+    *ret = r;
+    return 0;
+}
+
+static void write_pid(char *slot, pid_t pid)
+{
+    char digits[16];
+    int n = 0;
+    unsigned v = (unsigned)pid;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    char *p = slot + strlen("LISTEN_PID=");
+    while (n)
+        *p++ = digits[--n];
+    *p = '\0';
+}
+
+/* Everything here runs between fork and exec: async-signal-safe calls only. */
+static void __attribute__((noreturn))
+child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3, int fd4, int out,
+      pid_t ppid)
+{
+    sigset_t all;
+    sigemptyset(&all);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+
+    /* Our own session: a Ctrl-C on corrald's terminal must reach corrald
+     * only, which then drains the workers in order. */
+    setsid();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != ppid)
+        _exit(127);
+
+    /* Wait until the parent has put us in our cgroup (EOF on the gate);
+     * our copy of the write end would keep the gate shut forever. */
+    close(gate_w);
+    char c;
+    while (read(gate_r, &c, 1) < 0 && errno == EINTR)
+        ;
+
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int err = 0;
+    if (devnull < 0 || dup2(devnull, 0) < 0)
+        err = errno;
+    if (!err && out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0))
+        err = errno;
+    if (!err && fd3 >= 0 && dup2(fd3, 3) < 0)
+        err = errno;
+    if (!err && fd4 >= 0 && dup2(fd4, 4) < 0)
+        err = errno;
+    if (!err) {
+        if (o->listen_pid_slot >= 0)
+            write_pid(o->envp[o->listen_pid_slot], getpid());
+        execve(o->path, o->argv, o->envp);
+        err = errno;
+    }
+    while (write(err_w, &err, sizeof(err)) < 0 && errno == EINTR)
+        ;
+    _exit(127);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
+{
+    int gate[2] = {-1, -1}, errp[2] = {-1, -1};
+    int fd3 = -1, fd4 = -1, out = -1;
+    int r;
+
+    if (pipe2(gate, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        r = -errno;
+        goto out;
+    }
+    if ((r = dup_high(o->fd3, &fd3)) < 0 || (r = dup_high(o->fd4, &fd4)) < 0 ||
+        (r = dup_high(o->out_fd, &out)) < 0)
+        goto out;
+
+    pid_t ppid = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (pid == 0)
+        child(o, gate[0], gate[1], errp[1], fd3, fd4, out, ppid);
+
+    close_fd(&gate[0]);
+    close_fd(&errp[1]);
+
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        goto out;
+    }
+    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
+        /* Never let a worker run outside its cgroup. */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(pidfd);
+        goto out;
+    }
+    close_fd(&gate[1]); /* opens the gate */
+
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(errp[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
+        ;
+    *ret = (struct cr_spawn_result){
+        .pid = pid,
+        .pidfd = pidfd,
+        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
+    };
+    r = 0;
+out:
+    close_fd(&gate[0]);
+    close_fd(&gate[1]);
+    close_fd(&errp[0]);
+    close_fd(&errp[1]);
+    close_fd(&fd3);
+    close_fd(&fd4);
+    close_fd(&out);
+    return r;
+}
+
+static bool runnable(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int cr_spawn_resolve(const char *name, char **ret_path)
+{
+    if (!name || !*name)
+        return -ENOENT;
+    if (strchr(name, '/')) {
+        /* A path is taken as given: exec reports what is wrong with it. */
+        *ret_path = strdup(name);
+        return *ret_path ? 0 : -ENOMEM;
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *colon = strchrnul(path, ':');
+        size_t dl = (size_t)(colon - path);
+        char *cand = malloc(dl + strlen(name) + 2);
+        if (!cand)
+            return -ENOMEM;
+        memcpy(cand, path, dl);
+        cand[dl] = '/';
+        strcpy(cand + dl + 1, name);
+        if (dl && runnable(cand)) {
+            *ret_path = cand;
+            return 0;
+        }
+        free(cand);
+        path = *colon ? colon + 1 : colon;
+    }
+    /* Not found: hand the bare name on, so exec's ENOENT is what gets reported. */
+    *ret_path = strdup(name);
+    return *ret_path ? 0 : -ENOMEM;
+}

@@ -1,0 +1,346 @@
+/* The descriptors of one worker generation: its pidfd (exit), its output
+ * pipe (forwarded to corrald's log, tail kept for the post-mortem), the
+ * stream form of the notify protocol, and the cgroup OOM watch. Also the
+ * shared datagram notify socket. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cr_cgroup.h"
+#include "log.h"
+
+enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_MAX };
+
+struct cr_wio {
+    struct cr_worker *w; /* NULL once the worker let go of it */
+    int fd[IO_MAX];
+    uv_poll_t poll[IO_MAX];
+    bool polling[IO_MAX];
+    int open;
+};
+
+int cr_io_pidfd(const struct cr_worker *w)
+{
+    return w->io ? w->io->fd[IO_PID] : -1;
+}
+
+static void io_closed(uv_handle_t *h)
+{
+    struct cr_wio *io = h->data;
+    if (--io->open == 0) {
+        for (int i = 0; i < IO_MAX; i++)
+            if (io->fd[i] >= 0)
+                close(io->fd[i]);
+        free(io);
+    }
+}
+
+static void io_stop(struct cr_wio *io, int which)
+{
+    if (!io->polling[which])
+        return;
+    io->polling[which] = false;
+    uv_close((uv_handle_t *)&io->poll[which], io_closed);
+}
+
+/* Lets go of a generation's descriptors; they close once libuv is done. */
+static void io_release(struct cr_worker *w)
+{
+    struct cr_wio *io = w->io;
+    if (!io)
+        return;
+    w->io = NULL;
+    io->w = NULL;
+    io->open++; /* hold it while closing the polls */
+    for (int i = 0; i < IO_MAX; i++)
+        io_stop(io, i);
+    uv_handle_t fake = {.data = io};
+    io_closed(&fake);
+}
+
+static void tail_append(struct cr_worker *w, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t pos = (w->tail_head + w->tail_len) % CR_STDERR_TAIL;
+        w->tail[pos] = buf[i];
+        if (w->tail_len < CR_STDERR_TAIL)
+            w->tail_len++;
+        else
+            w->tail_head = (w->tail_head + 1) % CR_STDERR_TAIL;
+    }
+}
+
+void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len)
+{
+    for (size_t i = 0; i < w->tail_len; i++)
+        buf[i] = w->tail[(w->tail_head + i) % CR_STDERR_TAIL];
+    *len = w->tail_len;
+}
+
+static void forward_line(struct cr_worker *w)
+{
+    w->out_line[w->out_line_len] = '\0';
+    cr_log_event(CR_LOG_INFO, "output", w->id, w->pid, NULL, "w%d[%d]: %s", w->id, (int)w->pid,
+                 w->out_line);
+    w->out_line_len = 0;
+}
+
+static void output_bytes(struct cr_worker *w, const char *buf, size_t n)
+{
+    tail_append(w, buf, n);
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] == '\n') {
+            forward_line(w);
+            continue;
+        }
+        w->out_line[w->out_line_len++] = buf[i];
+        if (w->out_line_len == sizeof(w->out_line) - 1)
+            forward_line(w); /* an endless line is cut, never buffered without bound */
+    }
+}
+
+/* Reads what the pipe holds now. Returns false at EOF or error. */
+static bool read_output(struct cr_worker *w, int fd)
+{
+    char buf[4096];
+    for (int rounds = 0; rounds < 16; rounds++) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) {
+            output_bytes(w, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && (errno == EINTR))
+            continue;
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+    return true;
+}
+
+void cr_io_drain_output(struct cr_worker *w)
+{
+    if (!w->io || w->io->fd[IO_OUT] < 0)
+        return;
+    read_output(w, w->io->fd[IO_OUT]);
+    if (w->out_line_len)
+        forward_line(w);
+}
+
+static void on_output(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    if (!io->w)
+        return;
+    if (status < 0 || !read_output(io->w, io->fd[IO_OUT]))
+        io_stop(io, IO_OUT);
+}
+
+static void on_nstream(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    struct cr_worker *w = io->w;
+    if (!w)
+        return;
+    char buf[4096], msg[CR_NOTIFY_MAX + 2];
+    ssize_t n = status < 0 ? -1 : read(io->fd[IO_NS], buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        io_stop(io, IO_NS);
+        return;
+    }
+    size_t off = 0;
+    while (off < (size_t)n) {
+        size_t used = 0, mlen = 0;
+        int r = cr_notify_stream_feed(&w->nstream, buf + off, (size_t)n - off, &used, msg, &mlen);
+        off += used;
+        if (r < 0) {
+            cr_log_event(CR_LOG_WARNING, "protocol", w->id, w->pid, NULL,
+                         "worker %d: notify stream message over %d bytes; stream closed", w->id,
+                         CR_NOTIFY_MAX);
+            io_stop(io, IO_NS);
+            return;
+        }
+        if (r == 0)
+            break;
+        struct cr_notify_msg m;
+        cr_notify_parse(msg, mlen, &m, NULL);
+        cr_io_handle_notify(w, &m);
+        if (!io->w)
+            return;
+    }
+}
+
+static void on_oom(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    cr_cgroup_oom_fd_drain(io->fd[IO_OOM]);
+    struct cr_worker *w = io->w;
+    if (!w)
+        return;
+    w->oom_events++;
+    struct cr_cgroup_events ev = {0};
+    if (w->cg)
+        cr_cgroup_read_events(w->cg, true, &ev);
+    cr_log_event(CR_LOG_WARNING, "oom", w->id, w->pid, NULL,
+                 "worker %d: OOM event in its cgroup (oom_kill %llu, limit hits %llu)", w->id,
+                 (unsigned long long)ev.oom_kill, (unsigned long long)ev.max);
+}
+
+static void on_exit_ready(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    struct cr_worker *w = io->w;
+    if (!w)
+        return;
+    siginfo_t si = {0};
+    /* Reap this pid only, keeping the siginfo (CLD_DUMPED included). */
+    if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+        return;
+    w->wait_code = si.si_code;
+    w->wait_status = si.si_status;
+    io_stop(io, IO_PID);
+    cr_worker_event(w, CR_WE_EXIT);
+    /* The reaper has read what it needed: the rest of the generation goes. */
+    if (w->io == io)
+        io_release(w);
+}
+
+static int io_poll(struct cr_wio *io, uv_loop_t *loop, int which, uv_poll_cb cb)
+{
+    if (io->fd[which] < 0)
+        return 0;
+    int r = uv_poll_init(loop, &io->poll[which], io->fd[which]);
+    if (r < 0)
+        return r;
+    io->poll[which].data = io;
+    io->polling[which] = true;
+    io->open++;
+    return uv_poll_start(&io->poll[which], UV_READABLE, cb);
+}
+
+int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
+{
+    struct cr_wio *io = calloc(1, sizeof(*io));
+    if (!io) {
+        close(pidfd);
+        close(out_fd);
+        close(ns_fd);
+        return -ENOMEM;
+    }
+    io->w = w;
+    io->fd[IO_PID] = pidfd;
+    io->fd[IO_OUT] = out_fd;
+    io->fd[IO_NS] = ns_fd;
+    io->fd[IO_OOM] = -1;
+    w->io = io;
+    if (w->cg && cr_cgroup_oom_fd(w->cg, &io->fd[IO_OOM]) < 0)
+        io->fd[IO_OOM] = -1; /* counters are still read at death */
+    uv_loop_t *loop = w->sup->loop;
+    uv_os_fd_t fds[] = {out_fd, ns_fd};
+    for (size_t i = 0; i < 2; i++) {
+        int fl = fcntl(fds[i], F_GETFL);
+        fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
+    }
+    int r = io_poll(io, loop, IO_PID, on_exit_ready);
+    if (r == 0)
+        r = io_poll(io, loop, IO_OUT, on_output);
+    if (r == 0)
+        r = io_poll(io, loop, IO_NS, on_nstream);
+    if (r == 0)
+        r = io_poll(io, loop, IO_OOM, on_oom);
+    if (r < 0 && !io->polling[IO_PID]) {
+        io_release(w);
+        return r;
+    }
+    return 0;
+}
+
+/* ---- notify messages ---------------------------------------------------- */
+
+void cr_io_handle_notify(struct cr_worker *w, const struct cr_notify_msg *m)
+{
+    struct cr_supervisor *sup = w->sup;
+    unsigned p = m->present;
+    w->last_report_at = cr_now_ms(sup);
+    /* Metrics fields are sticky: a message updates what it carries. */
+#define TAKE(bit, f)                                                                            \
+    if (p & (bit))                                                                              \
+        w->last.f = m->f;
+    TAKE(CR_NF_HEAP_USED, heap_used)
+    TAKE(CR_NF_HEAP_TOTAL, heap_total)
+    TAKE(CR_NF_HEAP_LIMIT, heap_limit)
+    TAKE(CR_NF_EXTERNAL, external)
+    TAKE(CR_NF_RSS, rss)
+    TAKE(CR_NF_DELAY_P50, delay_p50_us)
+    TAKE(CR_NF_DELAY_P99, delay_p99_us)
+    TAKE(CR_NF_DELAY_MAX, delay_max_us)
+    TAKE(CR_NF_INFLIGHT, inflight)
+    TAKE(CR_NF_REQUESTS, requests)
+    TAKE(CR_NF_POOL_QUEUE, pool_queue)
+    TAKE(CR_NF_ELU, elu)
+#undef TAKE
+    w->last.present |= p;
+    if (p & CR_NF_STATUS)
+        snprintf(w->status_text, sizeof(w->status_text), "%s", m->status);
+    if ((p & CR_NF_FATAL) && strcmp(m->fatal, "heap-limit") == 0) {
+        w->fatal_heap_limit = true;
+        cr_log_event(CR_LOG_WARNING, "fatal", w->id, w->pid, NULL,
+                     "worker %d reports X_FATAL=heap-limit (heap %llu of %llu bytes)", w->id,
+                     (unsigned long long)w->last.heap_used, (unsigned long long)w->last.heap_limit);
+    }
+    if (p & CR_NF_READY)
+        cr_worker_event(w, CR_WE_READY);
+    if (p & CR_NF_WATCHDOG) {
+        w->heartbeats = true;
+        cr_worker_event(w, CR_WE_WATCHDOG);
+    }
+    if ((p & CR_NF_REQUESTS) && w->max_requests && m->requests >= w->max_requests) {
+        char why[96];
+        snprintf(why, sizeof(why), "request cap (%llu of %llu)", (unsigned long long)m->requests,
+                 (unsigned long long)w->max_requests);
+        cr_worker_recycle(w, why);
+    }
+}
+
+static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
+{
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (w->pid == pid && w->io)
+            return w;
+    return NULL;
+}
+
+static void on_notify(uv_poll_t *p, int status, int events)
+{
+    struct cr_supervisor *sup = p->data;
+    char buf[CR_NOTIFY_MAX];
+    for (int i = 0; i < 256; i++) {
+        pid_t pid = 0;
+        ssize_t n = cr_notify_recv(sup->notify_fd, buf, sizeof(buf), &pid);
+        if (n <= 0)
+            return;
+        struct cr_worker *w = by_pid(sup, pid);
+        if (!w) {
+            cr_log(CR_LOG_DEBUG, "notify datagram from unknown pid %d dropped", (int)pid);
+            continue;
+        }
+        struct cr_notify_msg m;
+        cr_notify_parse(buf, (size_t)n, &m, NULL);
+        cr_io_handle_notify(w, &m);
+    }
+}
+
+int cr_io_notify_start(struct cr_supervisor *sup)
+{
+    int r = uv_poll_init(sup->loop, &sup->notify_poll, sup->notify_fd);
+    if (r < 0)
+        return r;
+    sup->notify_poll.data = sup;
+    return uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
+}

@@ -1,0 +1,181 @@
+"""Shared helpers for the Node.js worker tests: spawn examples/node/server.js
+the way corrald does (listening socket on fd 3, stream notify channel on fd 4)
+and read its protocol messages. Python 3 standard library only."""
+
+import http.client
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+
+SKIP = 77
+MB = 1024 * 1024
+
+
+def node_or_skip():
+    node = os.environ.get("CORRAL_NODE", "")
+    if not node or not os.access(node, os.X_OK):
+        print("node not found: skipping")
+        sys.exit(SKIP)
+    # A SIGABRT test must not litter the build dir with core files.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return node
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print("ok: " + msg, flush=True)
+
+
+class Worker:
+    """One server.js process with the fds and environment corrald gives it."""
+
+    def __init__(self, node, script, node_args=(), env=None, notify=True,
+                 worker_id="7", interval_ms=100):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(128)
+        self.port = self.lsock.getsockname()[1]
+        self.chan = None
+        self.buf = b""
+        self.stderr_path = "/tmp/corral-node-test-%d-%d.err" % (os.getpid(), self.port)
+        full_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LISTEN_FDS": "1",
+            "CORRAL_WORKER_ID": worker_id,
+            "CORRAL_GENERATION": "1",
+            "CORRAL_REPORT_INTERVAL_MS": str(interval_ms),
+        }
+        # Source fds far above 4, so dup2 onto 3/4 never aliases its source.
+        lfd = os.dup(self.lsock.fileno())
+        hi = [fcntl_dup_high(lfd)]
+        os.close(lfd)
+        if notify:
+            self.chan, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            hi.append(fcntl_dup_high(theirs.fileno()))
+            theirs.close()
+            full_env["CORRAL_NOTIFY_FD"] = "4"
+        full_env.update(env or {})
+        errfd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        actions = [(os.POSIX_SPAWN_DUP2, errfd, 2), (os.POSIX_SPAWN_DUP2, hi[0], 3)]
+        if notify:
+            actions.append((os.POSIX_SPAWN_DUP2, hi[1], 4))
+        argv = [node, *node_args, script]
+        self.pid = os.posix_spawn(node, argv, full_env, file_actions=actions)
+        for fd in hi + [errfd]:
+            os.close(fd)
+        # corrald keeps its copy; the tests drop theirs so that a closed
+        # server listener really refuses connections.
+        self.lsock.close()
+        self.status = None
+
+    def read_message(self, timeout):
+        """Returns the next KEY=VALUE message as a dict, or None on timeout/EOF."""
+        deadline = time.monotonic() + timeout
+        while b"\n\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.chan], [], [], left)
+            if not r:
+                return None
+            data = self.chan.recv(65536)
+            if not data:
+                return None
+            self.buf += data
+        raw, self.buf = self.buf.split(b"\n\n", 1)
+        if len(raw) + 2 > 4096:
+            fail("message over 4 KiB: %d bytes" % (len(raw) + 2))
+        msg = {}
+        for line in raw.decode().split("\n"):
+            key, sep, value = line.partition("=")
+            if not sep or not key:
+                fail("malformed line %r" % line)
+            msg[key] = value
+        return msg
+
+    def wait_for(self, key, timeout):
+        """Reads messages until one has `key`; returns (msg, messages seen before)."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            msg = self.read_message(max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                fail("no %s within %.1f s (saw %d messages)" % (key, timeout, len(seen)))
+            if key in msg:
+                return msg, seen
+            seen.append(msg)
+
+    def wait_ready(self, timeout=10):
+        if self.chan is None:
+            wait_port(self.port, timeout)
+            return None
+        msg, _ = self.wait_for("READY", timeout)
+        return msg
+
+    def wait_exit(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.status = status
+                return status
+            time.sleep(0.02)
+        return None
+
+    def stderr(self):
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()
+
+    def kill(self):
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.wait_exit(5)
+        if os.path.exists(self.stderr_path):
+            os.unlink(self.stderr_path)
+
+
+def fcntl_dup_high(fd):
+    import fcntl
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+
+
+def wait_port(port, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    fail("port %d not accepting within %.1f s" % (port, timeout))
+
+
+def get(port, path, timeout=30, method="GET", body=None, headers=None):
+    """One request on a fresh connection: (status, headers dict, body, seconds)."""
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data, time.monotonic() - t0
+    finally:
+        conn.close()
+
+
+def rss_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0

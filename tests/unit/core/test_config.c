@@ -1,0 +1,211 @@
+/* The config parser: flags, JSON, live `set`, cross-field rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "config.h"
+
+static int parse(struct cr_config *c, char **argv, char *err)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    char action;
+    int r = cr_config_parse_args(c, argc, argv, &action, err, 256);
+    return r < 0 ? r : cr_config_finish(c, err, 256);
+}
+
+static void test_defaults(void **state)
+{
+    struct cr_config c;
+    cr_config_init(&c);
+    assert_string_equal(c.listen, "127.0.0.1:8080");
+    assert_int_equal(c.stop_timeout_ms, 10000);
+    assert_int_equal(c.backoff_initial_ms, 100);
+    assert_int_equal(c.sample_interval_ms, 250);
+    assert_int_equal(c.soft_samples, 4);
+    assert_int_equal(c.heap_headroom_pct, 25);
+    assert_int_equal(c.history, 256);
+    assert_int_equal(cr_config_heap_limit(&c), 0);
+    cr_config_done(&c);
+}
+
+static void test_flags(void **state)
+{
+    struct cr_config c;
+    char err[256];
+    cr_config_init(&c);
+    char *argv[] = {"corrald", "-w", "3", "--listen=127.0.0.1:0", "--memory-max", "128M",
+                    "--memory-soft", "75%", "--stop-timeout", "500ms", "--watchdog", "1",
+                    "--hang-timeout", "2s", "--backoff-max", "5000", "--no-cgroups",
+                    "--balance", "reuseport", "--", "/bin/prog", "--its-own-flag", NULL};
+    assert_int_equal(parse(&c, argv, err), 0);
+    assert_int_equal(c.workers, 3);
+    assert_string_equal(c.listen, "127.0.0.1:0");
+    assert_int_equal(c.memory_max, 128u << 20);
+    assert_int_equal(c.memory_soft, (128u << 20) / 100 * 75);
+    assert_int_equal(c.stop_timeout_ms, 500);
+    assert_int_equal(c.watchdog_ms, 1000);
+    assert_int_equal(c.hang_timeout_ms, 2000);
+    assert_int_equal(c.backoff_max_ms, 5000);
+    assert_true(c.no_cgroups);
+    assert_int_equal(c.balance, CR_BALANCE_REUSEPORT);
+    assert_int_equal(c.argc, 2);
+    assert_string_equal(c.argv[0], "/bin/prog");
+    assert_string_equal(c.argv[1], "--its-own-flag");
+    assert_int_equal(cr_config_heap_limit(&c), (128u << 20) - (128u << 20) / 100 * 25);
+    cr_config_done(&c);
+}
+
+static void bad(char **argv, const char *needle)
+{
+    struct cr_config c;
+    char err[256] = "";
+    cr_config_init(&c);
+    assert_true(parse(&c, argv, err) < 0);
+    if (!strstr(err, needle))
+        fail_msg("error '%s' does not name '%s'", err, needle);
+    cr_config_done(&c);
+}
+
+static void test_bad_flags(void **state)
+{
+    bad((char *[]){"corrald", "--wrokers", "2", NULL}, "--wrokers");
+    bad((char *[]){"corrald", "--workers", "two", NULL}, "two");
+    bad((char *[]){"corrald", "--workers", "-1", NULL}, "--workers");
+    bad((char *[]){"corrald", "--memory-max", "12Q", NULL}, "12Q");
+    bad((char *[]){"corrald", "--memory-max", "1M", NULL}, "4M minimum");
+    bad((char *[]){"corrald", "--memory-soft", "150%", "--memory-max", "64M", NULL}, "150%");
+    bad((char *[]){"corrald", "--memory-soft", "50%", NULL}, "needs --memory-max");
+    bad((char *[]){"corrald", "--memory-max", "64M", "--memory-soft", "64M", NULL}, "below");
+    bad((char *[]){"corrald", "--stop-timeout", "soon", NULL}, "soon");
+    bad((char *[]){"corrald", "--balance", "random", NULL}, "random");
+    bad((char *[]){"corrald", "--workers", NULL}, "needs a value");
+    bad((char *[]){"corrald", "stray", NULL}, "stray");
+    bad((char *[]){"corrald", "--watchdog", "10", "--hang-timeout", "5", NULL}, "hang-timeout");
+    bad((char *[]){"corrald", "--log-level", "loud", NULL}, "loud");
+}
+
+static void test_help(void **state)
+{
+    struct cr_config c;
+    char err[256], action = 0;
+    cr_config_init(&c);
+    char *argv[] = {"corrald", "--help", NULL};
+    assert_int_equal(cr_config_parse_args(&c, 2, argv, &action, err, sizeof(err)), 1);
+    assert_int_equal(action, 'h');
+    cr_config_done(&c);
+}
+
+static void test_json(void **state)
+{
+    struct cr_config c;
+    char err[256];
+    cr_config_init(&c);
+    const char *j = "{\"workers\": 4, \"memory-max\": \"256M\", \"node-heap\": true, "
+                    "\"stop-timeout\": 3, \"command\": [\"node\", \"server.js\"]}";
+    assert_int_equal(cr_config_parse_json(&c, j, err, sizeof(err)), 0);
+    assert_int_equal(c.workers, 4);
+    assert_int_equal(c.memory_max, 256u << 20);
+    assert_true(c.node_heap);
+    assert_int_equal(c.stop_timeout_ms, 3000);
+    assert_int_equal(c.argc, 2);
+    assert_string_equal(c.argv[1], "server.js");
+    /* Flags win over the file. */
+    char *argv[] = {"corrald", "--workers", "2", NULL};
+    char action;
+    assert_int_equal(cr_config_parse_args(&c, 3, argv, &action, err, sizeof(err)), 0);
+    assert_int_equal(c.workers, 2);
+    cr_config_done(&c);
+}
+
+static void bad_json(const char *j, const char *needle)
+{
+    struct cr_config c;
+    char err[256] = "";
+    cr_config_init(&c);
+    assert_true(cr_config_parse_json(&c, j, err, sizeof(err)) < 0);
+    if (!strstr(err, needle))
+        fail_msg("error '%s' does not name '%s'", err, needle);
+    cr_config_done(&c);
+}
+
+static void test_bad_json(void **state)
+{
+    bad_json("{\"workers\": 2,", "invalid JSON");
+    bad_json("[1,2]", "object");
+    bad_json("{\"wrokers\": 2}", "wrokers");
+    bad_json("{\"workers\": -2}", "workers");
+    bad_json("{\"workers\": 2.5}", "workers");
+    bad_json("{\"listen\": [1]}", "listen");
+    bad_json("{\"command\": []}", "command");
+    bad_json("{\"command\": [\"a\", 3]}", "command");
+    bad_json("{\"config\": \"x.json\"}", "config");
+    bad_json("{\"workers\": 2} trailing", "invalid JSON");
+}
+
+static void test_set_live(void **state)
+{
+    struct cr_config c;
+    char err[256];
+    cr_config_init(&c);
+    assert_int_equal(cr_config_set(&c, "memory-max", "64M", true, err, sizeof(err)), 0);
+    assert_int_equal(c.memory_max, 64u << 20);
+    assert_int_equal(cr_config_set(&c, "memory-soft", "50%", true, err, sizeof(err)), 0);
+    assert_int_equal(c.memory_soft, (64u << 20) / 100 * 50);
+    /* Raising the hard limit moves a percentage soft limit with it. */
+    assert_int_equal(cr_config_set(&c, "memory-max", "128M", true, err, sizeof(err)), 0);
+    assert_int_equal(c.memory_soft, (128u << 20) / 100 * 50);
+    /* A value that breaks a rule is refused and changes nothing. */
+    assert_true(cr_config_set(&c, "memory-soft", "200M", true, err, sizeof(err)) < 0);
+    assert_int_equal(c.memory_soft, (128u << 20) / 100 * 50);
+    assert_true(cr_config_set(&c, "listen", "0.0.0.0:1", true, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "run time"));
+    assert_true(cr_config_set(&c, "nope", "1", true, err, sizeof(err)) < 0);
+    assert_int_equal(cr_config_set(&c, "log-level", "debug", true, err, sizeof(err)), 0);
+    assert_string_equal(c.log_level, "debug");
+    cr_config_done(&c);
+}
+
+static void test_values(void **state)
+{
+    uint64_t v;
+    assert_int_equal(cr_parse_size("4096", &v), 0);
+    assert_int_equal(v, 4096);
+    assert_int_equal(cr_parse_size("64M", &v), 0);
+    assert_int_equal(v, 64u << 20);
+    assert_int_equal(cr_parse_size("1.5G", &v), 0);
+    assert_int_equal(v, 3ull << 29);
+    assert_int_equal(cr_parse_size("2KiB", &v), 0);
+    assert_int_equal(v, 2048);
+    assert_true(cr_parse_size("", &v) < 0);
+    assert_true(cr_parse_size("M", &v) < 0);
+    assert_true(cr_parse_size("-1M", &v) < 0);
+    assert_true(cr_parse_size("99999999999T", &v) < 0);
+    assert_int_equal(cr_parse_duration_ms("10", &v), 0);
+    assert_int_equal(v, 10000);
+    assert_int_equal(cr_parse_duration_ms("250ms", &v), 0);
+    assert_int_equal(v, 250);
+    assert_int_equal(cr_parse_duration_ms("1.5s", &v), 0);
+    assert_int_equal(v, 1500);
+    assert_int_equal(cr_parse_duration_ms("2m", &v), 0);
+    assert_int_equal(v, 120000);
+    assert_true(cr_parse_duration_ms("2 weeks", &v) < 0);
+    assert_int_equal(cr_parse_uint("42", 100, &v), 0);
+    assert_true(cr_parse_uint("420", 100, &v) < 0);
+    assert_true(cr_parse_uint("4x", 0, &v) < 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults), cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_help),
+        cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

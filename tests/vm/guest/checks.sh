@@ -1,0 +1,392 @@
+#!/bin/bash
+# corral under a real systemd with cgroup v2: the guest-side checks.
+#   checks.sh SHARE
+# Each check appends "ok <name>" or "not ok <name>: why" to SHARE/results.txt;
+# the names are listed, in order, in checks.list (the host fails on a missing
+# one). A trace of every command goes to SHARE/checks.log.
+#
+# The checks run in sequence against one corral.service; a check that needs
+# a running service fails fast when it is not running, so one broken step
+# costs seconds, not the whole time budget.
+set -u
+share=$1
+exec 3>>"$share/results.txt"
+exec >>"$share/checks.log" 2>&1
+
+UNIT=corral.service
+CTL=/run/corral/control.sock
+CONF=/etc/corral-vmtest/corral.json
+MEMMAX_BYTES=$((48 * 1024 * 1024))
+
+why=''
+check() {
+	local name=$1
+	shift
+	why=''
+	echo "=== $name ($(cut -d' ' -f1 /proc/uptime)s)"
+	if "$@"; then
+		echo "ok $name" >&3
+		echo "=== ok $name"
+	else
+		echo "not ok $name: ${why:-failed}" >&3
+		echo "=== not ok $name: ${why:-failed}"
+		systemctl status "$UNIT" --no-pager -l | head -n 30
+		journalctl -u "$UNIT" -n 30 --no-pager
+	fi
+}
+
+fail() {
+	why=$*
+	return 1
+}
+
+# wait_until SECONDS CMD...: poll CMD until it succeeds, for at most SECONDS.
+wait_until() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -ge "$end" ] && return 1
+		sleep 0.5
+	done
+}
+
+ctl() {
+	printf '%s\n' "$1" | timeout 20 socat -t 10 - "UNIX-CONNECT:$CTL" | head -n 1
+}
+
+main_pid() { systemctl show -p MainPID --value "$UNIT"; }
+active() { [ "$(systemctl is-active "$UNIT")" = active ]; }
+unit_cg() { echo "/sys/fs/cgroup$(systemctl show -p ControlGroup --value "$UNIT")"; }
+
+# Pids of the workers in state "ready", one a line, sorted.
+ready_pids() {
+	ctl '{"cmd":"status"}' | jq -r '.workers[] | select(.state == "ready") | .pid' | sort -n
+}
+
+# all_ready N [EXCLUDED_PIDS...]: N ready workers, none of them excluded.
+all_ready() {
+	local n=$1
+	shift
+	local pids
+	pids=$(ready_pids) || return 1
+	[ "$(echo "$pids" | grep -c .)" -eq "$n" ] || return 1
+	local p
+	for p in "$@"; do
+		echo "$pids" | grep -qx "$p" && return 1
+	done
+	return 0
+}
+
+# Serve one request; print the X-Worker-Pid of the worker that served it.
+light_pid() {
+	local hdr
+	hdr=$(curl -s -m 10 -o /dev/null -D - http://127.0.0.1:8080/light | tr -d '\r')
+	echo "$hdr" | head -n 1 | grep -q ' 200' || return 1
+	echo "$hdr" | sed -n 's/^[Xx]-[Ww]orker-[Pp]id: *//p'
+}
+
+history_has() {
+	ctl '{"cmd":"history"}' | jq -e --arg c "$1" \
+		'.history | map(select(.category == $c)) | length > 0' > /dev/null
+}
+
+history_pid() {
+	ctl '{"cmd":"history"}' | jq -r --arg c "$1" \
+		'[.history[] | select(.category == $c)][0].pid'
+}
+
+need_active() {
+	active || fail "corral.service is not active ($(systemctl is-active "$UNIT"))"
+}
+
+setup() {
+	mkdir -p /etc/corral-vmtest /etc/systemd/system/corral.service.d
+	cat > "$CONF" <<-EOF
+	{"workers": 2, "memory-max": "48M", "stop-timeout": 5, "hang-timeout": 5}
+	EOF
+	# A short watchdog keeps the freeze check within the time budget.
+	cat > /etc/systemd/system/corral.service.d/10-vmtest.conf <<-EOF
+	[Service]
+	Environment=CORRAL_CONFIG=$CONF
+	WatchdogSec=6s
+	TimeoutAbortSec=4s
+	TimeoutStartSec=60s
+	TimeoutStopSec=20s
+	EOF
+	systemctl daemon-reload
+}
+
+# What every process of the unit is blocked on: the first thing to look at
+# when corrald never reports READY=1.
+dump_unit_procs() {
+	local p
+	# shellcheck disable=SC2013 # pids, one a word
+	for p in $(cat "$(unit_cg)"/cgroup.procs "$(unit_cg)"/*/cgroup.procs \
+		"$(unit_cg)"/workers/*/cgroup.procs 2>/dev/null); do
+		echo "--- pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline")"
+		grep -E '^(State|NoNewPrivs|Seccomp)' "/proc/$p/status"
+		echo "wchan: $(cat "/proc/$p/wchan")"
+		cat "/proc/$p/stack"
+		ls -l "/proc/$p/fd"
+	done
+}
+
+check_start() {
+	(sleep 50; dump_unit_procs) &
+	local dumper=$!
+	timeout 150 systemctl start corral.socket "$UNIT"
+	local rc=$?
+	kill "$dumper" 2>/dev/null
+	[ "$rc" -eq 0 ] ||
+		fail "systemctl start failed: $(systemctl show -p Result --value "$UNIT")" || return 1
+	active || fail "corral.service is $(systemctl is-active "$UNIT")" || return 1
+	[ "$(systemctl is-active corral.socket)" = active ] || fail "corral.socket is not active"
+}
+
+check_status_line() {
+	need_active || return 1
+	local st
+	st=$(systemctl show -p StatusText --value "$UNIT")
+	echo "StatusText=$st"
+	echo "$st" | grep -q '2/2 workers ready' || fail "StatusText is '$st'" || return 1
+	systemctl status "$UNIT" --no-pager | grep -q 'Status: "' ||
+		fail "systemctl status shows no Status: line"
+}
+
+check_supervisor_leaf() {
+	need_active || return 1
+	local cg mp
+	cg=$(unit_cg)
+	mp=$(main_pid)
+	grep -qx "$mp" "$cg/supervisor/cgroup.procs" 2>/dev/null ||
+		fail "MainPID $mp not in $cg/supervisor" || return 1
+	if [ -s "$cg/cgroup.procs" ]; then fail "processes left in the inner node $cg"; return 1; fi
+	grep -qw memory "$cg/cgroup.subtree_control" ||
+		fail "memory not enabled in $cg/cgroup.subtree_control"
+}
+
+check_worker_leaves() {
+	need_active || return 1
+	local cg leaf n=0 pids
+	cg=$(unit_cg)
+	pids=$(ready_pids)
+	echo "ready pids: $pids"
+	for leaf in "$cg"/workers/w*; do
+		[ -d "$leaf" ] || continue
+		n=$((n + 1))
+		local max procs
+		max=$(cat "$leaf/memory.max")
+		[ "$max" = "$MEMMAX_BYTES" ] || fail "$leaf memory.max is $max, want $MEMMAX_BYTES" || return 1
+		[ "$(cat "$leaf/memory.oom.group")" = 0 ] || fail "$leaf memory.oom.group is not 0" || return 1
+		procs=$(cat "$leaf/cgroup.procs")
+		[ -n "$procs" ] && echo "$pids" | grep -qx "$(echo "$procs" | head -n 1)" ||
+			fail "$leaf holds '$procs', not a ready worker" || return 1
+	done
+	[ "$n" -eq 2 ] || fail "$n worker leaves under $cg/workers, want 2"
+}
+
+check_hardening() {
+	need_active || return 1
+	local mp opts
+	mp=$(main_pid)
+	grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$mp/status" || fail "NoNewPrivs not set" || return 1
+	if nsenter -t "$mp" -m -- sh -c ': > /usr/.corral-rw-probe' 2>/dev/null; then
+		rm -f /usr/.corral-rw-probe
+		fail "/usr is writable in corrald's namespace (ProtectSystem=strict not applied)"
+		return 1
+	fi
+	# ProtectKernelTunables= must leave the delegated cgroup fs writable.
+	opts=$(nsenter -t "$mp" -m -- findmnt -no OPTIONS /proc/sys)
+	case ",$opts," in *,ro,*) ;; *) fail "/proc/sys is '$opts' for corrald, want ro"; return 1 ;; esac
+	opts=$(nsenter -t "$mp" -m -- findmnt -no OPTIONS /sys/fs/cgroup)
+	case ",$opts," in *,rw,*) ;; *) fail "/sys/fs/cgroup is '$opts' for corrald, want rw"; return 1 ;; esac
+}
+
+# The listener must be the one systemd created: exactly one LISTEN socket on
+# 127.0.0.1:8080 (0100007F:1F90), and corrald holds that very socket.
+check_socket_activation() {
+	need_active || return 1
+	local inode n pid
+	n=$(awk '$2 == "0100007F:1F90" && $4 == "0A"' /proc/net/tcp | wc -l)
+	[ "$n" -eq 1 ] || fail "$n listening sockets on 127.0.0.1:8080, want 1" || return 1
+	inode=$(awk '$2 == "0100007F:1F90" && $4 == "0A" {print $10}' /proc/net/tcp)
+	find "/proc/$(main_pid)/fd" -lname "socket:\[$inode\]" | grep -q . ||
+		fail "corrald does not hold the activated socket (inode $inode)" || return 1
+	pid=$(light_pid) || fail "GET /light did not answer 200" || return 1
+	ready_pids | grep -qx "$pid" || fail "X-Worker-Pid '$pid' is not a ready worker"
+}
+
+# Drive the workers' off-heap memory past memory.max until the kernel kills one.
+grow_until() {
+	local category=$1 mb=$2
+	for _ in $(seq 1 24); do
+		curl -s -m 30 -o /dev/null "http://127.0.0.1:8080/buffer?mb=$mb&retain=1"
+		history_has "$category" && return 0
+	done
+	wait_until 10 history_has "$category"
+}
+
+OOM_PID=''
+check_oom_own_history() {
+	need_active || return 1
+	grow_until oom-own-limit 16 ||
+		fail "no oom-own-limit in history: $(ctl '{"cmd":"history"}' | jq -c '[.history[] | .category]')" || return 1
+	OOM_PID=$(history_pid oom-own-limit)
+	echo "oom-killed worker: $OOM_PID"
+}
+
+check_oom_own_journal() {
+	wait_until 10 sh -c "journalctl -u $UNIT CORRAL_DEATH=oom-own-limit -o cat --no-pager | grep -q ." ||
+		fail "journalctl -u corral CORRAL_DEATH=oom-own-limit is empty"
+}
+
+check_oom_own_active() {
+	active || fail "corral.service is $(systemctl is-active "$UNIT") after a worker OOM kill"
+}
+
+check_oom_own_replaced() {
+	need_active || return 1
+	[ -n "$OOM_PID" ] || fail "no OOM-killed worker to be replaced" || return 1
+	wait_until 30 all_ready 2 "$OOM_PID" || fail "no 2 ready workers without $OOM_PID" || return 1
+	local pid
+	pid=$(light_pid) || fail "GET /light failed after the OOM kill" || return 1
+	[ "$pid" != "$OOM_PID" ] || fail "the dead pid $OOM_PID still serves"
+}
+
+# The service's MemoryMax= (a runtime drop-in) is below even one worker's own
+# limit, so growth in any worker hits the ancestor's limit first. A restart
+# first gives fresh workers that retain nothing from the previous check.
+check_oom_ancestor() {
+	need_active || return 1
+	timeout 120 systemctl restart "$UNIT" || fail "restart before the check failed" || return 1
+	wait_until 30 all_ready 2 || fail "workers not ready after restart" || return 1
+	systemctl set-property --runtime "$UNIT" MemoryMax=40M
+	echo "service memory.max: $(cat "$(unit_cg)/memory.max")"
+	grow_until oom-ancestor-limit 8
+	local rc=$?
+	local cats
+	cats=$(ctl '{"cmd":"history"}' | jq -c '[.history[] | .category]')
+	echo "history categories: $cats"
+	systemctl set-property --runtime "$UNIT" MemoryMax=infinity
+	[ "$rc" -eq 0 ] || fail "no oom-ancestor-limit in history: $cats" || return 1
+	active || fail "corral.service is $(systemctl is-active "$UNIT") after the ancestor OOM" || return 1
+	wait_until 30 all_ready 2 || fail "workers not replaced after the ancestor OOM"
+}
+
+RELOAD_STATES=''
+check_reload_replaced() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers before reload" || return 1
+	local old mp
+	old=$(ready_pids)
+	mp=$(main_pid)
+	RELOAD_STATES=$(mktemp)
+	(while :; do systemctl show -p ActiveState --value "$UNIT"; sleep 0.2; done) \
+		> "$RELOAD_STATES" &
+	local mon=$!
+	timeout 120 systemctl reload "$UNIT"
+	local rc=$?
+	# shellcheck disable=SC2086 # one pid a word
+	wait_until 60 all_ready 2 $old
+	local rc2=$?
+	sleep 1
+	kill "$mon"
+	wait "$mon" 2>/dev/null
+	echo "old: $old new: $(ready_pids) states: $(sort "$RELOAD_STATES" | uniq -c | tr '\n' ' ')"
+	[ "$rc" -eq 0 ] || fail "systemctl reload failed ($rc)" || return 1
+	[ "$rc2" -eq 0 ] || fail "old workers not all replaced: old '$old', now '$(ready_pids)'" || return 1
+	[ "$(main_pid)" = "$mp" ] || fail "MainPID changed across reload"
+}
+
+check_reload_active() {
+	[ -s "$RELOAD_STATES" ] || fail "no states recorded" || return 1
+	local bad
+	bad=$(grep -vx -e active -e reloading "$RELOAD_STATES" | sort -u | tr '\n' ' ')
+	[ -z "$bad" ] || fail "service left active during reload: $bad"
+}
+
+WD_OLD_WORKERS=''
+check_watchdog_restart() {
+	need_active || return 1
+	local nr0 mp
+	nr0=$(systemctl show -p NRestarts --value "$UNIT")
+	mp=$(main_pid)
+	WD_OLD_WORKERS=$(ready_pids)
+	kill -STOP "$mp"
+	wait_until 90 sh -c "[ \$(systemctl show -p NRestarts --value $UNIT) -gt $nr0 ] &&
+		[ \$(systemctl show -p MainPID --value $UNIT) != $mp ] &&
+		[ \$(systemctl is-active $UNIT) = active ]"
+	local rc=$?
+	kill -CONT "$mp" 2>/dev/null
+	echo "NRestarts $nr0 -> $(systemctl show -p NRestarts --value "$UNIT"), MainPID $mp -> $(main_pid)"
+	[ "$rc" -eq 0 ] || fail "no watchdog restart: NRestarts $(systemctl show -p NRestarts --value "$UNIT"), $(systemctl is-active "$UNIT")"
+}
+
+check_watchdog_journal() {
+	journalctl -u "$UNIT" --no-pager | grep -qi 'watchdog timeout' ||
+		fail "no 'Watchdog timeout' for corral.service in the journal"
+}
+
+check_watchdog_workers() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers after the watchdog restart" || return 1
+	local p
+	for p in $WD_OLD_WORKERS; do
+		if [ -d "/proc/$p" ]; then fail "worker $p of the frozen corrald still runs"; return 1; fi
+	done
+	return 0
+}
+
+STOP_PIDS=''
+STOP_CG=''
+check_stop_clean() {
+	need_active || return 1
+	local cg
+	cg=$(unit_cg)
+	STOP_PIDS="$(main_pid) $(ready_pids)"
+	STOP_CG=$cg
+	timeout 90 systemctl stop "$UNIT" || fail "systemctl stop failed" || return 1
+	local r
+	r=$(systemctl show -p Result --value "$UNIT")
+	[ "$r" = success ] || fail "stop Result=$r (not a clean stop)"
+}
+
+check_stop_no_processes() {
+	[ -n "$STOP_PIDS" ] || fail "nothing was stopped" || return 1
+	local p left=''
+	for p in $STOP_PIDS; do
+		[ -d "/proc/$p" ] && left="$left $p"
+	done
+	[ -z "$left" ] || fail "still running after stop:$left" || return 1
+	[ ! -e "$STOP_CG/cgroup.procs" ] || [ ! -s "$STOP_CG/cgroup.procs" ] ||
+		fail "processes left in $STOP_CG"
+}
+
+check_stop_leaves() {
+	[ -n "$STOP_CG" ] || fail "nothing was stopped" || return 1
+	local leaves
+	leaves=$(ls -d "$STOP_CG"/workers/w* 2>/dev/null)
+	[ -z "$leaves" ] || fail "worker leaves left after stop: $leaves"
+}
+
+setup
+check start check_start
+check status-line check_status_line
+check supervisor-leaf check_supervisor_leaf
+check worker-leaves check_worker_leaves
+check hardening check_hardening
+check socket-activation check_socket_activation
+check oom-own-history check_oom_own_history
+check oom-own-journal check_oom_own_journal
+check oom-own-active check_oom_own_active
+check oom-own-replaced check_oom_own_replaced
+check oom-ancestor-limit check_oom_ancestor
+check reload-replaced check_reload_replaced
+check reload-active check_reload_active
+check watchdog-restart check_watchdog_restart
+check watchdog-journal check_watchdog_journal
+check watchdog-workers check_watchdog_workers
+check stop-clean check_stop_clean
+check stop-no-processes check_stop_no_processes
+check stop-leaves check_stop_leaves
+systemctl stop corral.socket

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""corral under a real systemd with cgroup v2, in a QEMU guest.
+
+1. Build (or reuse from the cache) a Debian 12 guest image: image/ holds the
+   recipe; the cache key is a hash of every file in image/.
+2. Stage the build under test on a 9p share: `meson install --destdir`, plus
+   the build's cgroup unit-test executables and a manifest of how meson runs
+   them, plus the guest scripts (guest/).
+3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
+   unit runs guest/run.sh from the share and powers the guest off.
+4. Parse SHARE/results.txt: every check named in guest/checks.sh and every
+   staged unit test must report "ok"; any "not ok" or missing line fails.
+
+Exit 77 (skip) when CORRAL_SKIP_VM=1 or the tools (qemu-system-x86_64,
+mmdebstrap, mkfs.ext4) or root are missing, unless --required.
+Environment: CORRAL_VM_CACHE (default /var/cache/corral-vm),
+CORRAL_VM_TIMEOUT (seconds for the guest, default 300),
+CORRAL_VM_ACCEL=kvm to try KVM (only where a stock kernel boots under it).
+"""
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IMAGE_DIR = os.path.join(HERE, 'image')
+GUEST_DIR = os.path.join(HERE, 'guest')
+IMAGE_FILES = ('rootfs.ext4', 'vmlinuz', 'initrd.img')
+GUEST_SHARE = '/mnt/corral'
+
+
+def log(msg):
+    print(f'[vm {time.strftime("%H:%M:%S")}] {msg}', flush=True)
+
+
+def image_key():
+    """Hash of the image recipe: package list, build script, baked files."""
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(IMAGE_DIR)):
+        h.update(name.encode() + b'\0')
+        with open(os.path.join(IMAGE_DIR, name), 'rb') as f:
+            h.update(f.read() + b'\0')
+    return h.hexdigest()[:16]
+
+
+def ensure_image(cache, work):
+    """Return (image dir, seconds spent building, 0 when reused)."""
+    os.makedirs(cache, exist_ok=True)
+    imgdir = os.path.join(cache, 'debian12-' + image_key())
+    with open(os.path.join(cache, '.lock'), 'w') as lock:
+        # Parallel runs from several build dirs share one image.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if all(os.path.exists(os.path.join(imgdir, f)) for f in IMAGE_FILES):
+            return imgdir, 0.0
+        shutil.rmtree(imgdir, ignore_errors=True)
+        buildlog = os.path.join(work, 'image-build.log')
+        log(f'building the guest image into {imgdir} (log: {buildlog})')
+        t0 = time.monotonic()
+        with open(buildlog, 'w') as out:
+            proc = subprocess.run(
+                ['sh', os.path.join(IMAGE_DIR, 'build-image.sh'), imgdir,
+                 os.path.join(IMAGE_DIR, 'packages.txt'), IMAGE_DIR],
+                stdout=out, stderr=subprocess.STDOUT, timeout=420)
+        if proc.returncode != 0:
+            with open(buildlog) as f:
+                sys.stdout.write(''.join(f.readlines()[-30:]))
+            raise RuntimeError(f'image build failed ({proc.returncode})')
+        prune(cache, imgdir)
+        return imgdir, time.monotonic() - t0
+
+
+def prune(cache, keep):
+    """Drop images of older recipes (~400 MB each) once a day has passed
+    since they were built; the caller holds the cache lock."""
+    for name in os.listdir(cache):
+        path = os.path.join(cache, name)
+        if not name.startswith('debian12-') or path == keep:
+            continue
+        if time.time() - os.path.getmtime(path) > 86400:
+            log(f'removing the stale image {path}')
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def stage_install(meson, build_root, share):
+    stage = os.path.join(share, 'stage')
+    proc = subprocess.run([meson, 'install', '-C', build_root, '--no-rebuild',
+                           '--quiet', '--destdir', stage],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        print(proc.stdout)
+        raise RuntimeError('meson install --destdir failed')
+    for root, _, files in os.walk(stage):
+        for f in files:
+            log(f'staged {os.path.relpath(os.path.join(root, f), stage)}')
+
+
+def is_cgroup_test(t):
+    suites = [s.split(':')[-1] for s in t.get('suite', [])]
+    exe = os.path.basename(t['cmd'][0]) if t.get('cmd') else ''
+    return 'cgroups' in suites or exe.startswith('test_cgroups')
+
+
+def relocate(value, roots, files, name):
+    """Copy a file or directory of the source or build tree named by a test
+    argument or environment value onto the share; return its guest path."""
+    if not os.path.isabs(value) or not os.path.exists(value):
+        return value
+    real = os.path.realpath(value)
+    if not any(real.startswith(os.path.realpath(r) + '/') for r in roots):
+        return value
+    dst = os.path.join(files, os.path.basename(real))
+    if os.path.isdir(real):
+        shutil.copytree(real, dst, dirs_exist_ok=True)
+    else:
+        shutil.copy2(real, dst)
+    return f'{GUEST_SHARE}/unit/{name}/{os.path.basename(real)}'
+
+
+def stage_unit_tests(meson, build_root, source_root, share):
+    """Copy the cgroup unit tests with the argv/env meson would use."""
+    proc = subprocess.run([meson, 'introspect', '--tests', build_root],
+                          stdout=subprocess.PIPE, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError('meson introspect --tests failed')
+    unit = os.path.join(share, 'unit')
+    os.makedirs(unit, exist_ok=True)
+    manifest = []
+    for t in json.loads(proc.stdout):
+        if not is_cgroup_test(t):
+            continue
+        name = re.sub(r'[^A-Za-z0-9_.-]', '_', t['name'])
+        files = os.path.join(unit, name)
+        os.makedirs(files, exist_ok=True)
+        roots = (build_root, source_root)
+        argv = [relocate(a, roots, files, name) for a in t['cmd']]
+        env = {k: relocate(v, roots, files, name)
+               for k, v in (t.get('env') or {}).items()}
+        manifest.append({'name': name, 'argv': argv, 'env': env,
+                         'timeout': int(t.get('timeout') or 60)})
+        log(f'staged unit test {name}: {" ".join(argv)}')
+    with open(os.path.join(unit, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=1)
+    return [m['name'] for m in manifest]
+
+
+def expected_checks():
+    """Check names, in order, from the check() calls in guest/checks.sh."""
+    with open(os.path.join(GUEST_DIR, 'checks.sh')) as f:
+        return re.findall(r'^check ([a-z0-9-]+) ', f.read(), re.M)
+
+
+def qemu_command(img, share):
+    # Not -cpu max: QEMU 7.2's TCG mis-executes something in Debian 12's
+    # kernel with it (every mount point in /proc/self/mountinfo reads
+    # "xxxx"), which breaks systemd's mount namespacing (status 226/NAMESPACE)
+    # for every hardened unit. The baseline model runs the kernel correctly.
+    accel, cpu = 'tcg,thread=multi', 'qemu64'
+    if os.environ.get('CORRAL_VM_ACCEL') == 'kvm' and \
+            os.access('/dev/kvm', os.R_OK | os.W_OK):
+        accel, cpu = 'kvm', 'host'
+    return ['qemu-system-x86_64', '-accel', accel, '-cpu', cpu,
+            '-m', '2048', '-smp', '2', '-nographic', '-no-reboot',
+            '-nic', 'none',
+            '-kernel', os.path.join(img, 'vmlinuz'),
+            '-initrd', os.path.join(img, 'initrd.img'),
+            '-drive', 'file=%s,if=virtio,format=raw,snapshot=on'
+            % os.path.join(img, 'rootfs.ext4'),
+            '-virtfs', f'local,path={share},mount_tag=corral,'
+            'security_model=none',
+            '-append', 'root=/dev/vda rw console=ttyS0 panic=-1 '
+            'systemd.unified_cgroup_hierarchy=1']
+
+
+def boot(img, share, work, timeout):
+    console = os.path.join(work, 'console.log')
+    cmd = qemu_command(img, share)
+    log('booting: ' + ' '.join(cmd))
+    t0 = time.monotonic()
+    with open(console, 'w') as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+        rc = None
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            # Also on SIGTERM from meson's own timeout: never leave a guest.
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return rc, time.monotonic() - t0, console
+
+
+def parse_results(path, expected):
+    """Return (ok names, {name: why} failures, comment lines)."""
+    oks, bad, notes = [], {}, []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.rstrip('\n')
+                m = re.match(r'^(not ok|ok) ([^:\s]+)(?::\s*(.*))?', line)
+                if m and m.group(1) == 'ok' and '# SKIP' in line:
+                    notes.append(line)
+                if line.startswith('#'):
+                    notes.append(line)
+                elif m and m.group(1) == 'ok':
+                    oks.append(m.group(2))
+                elif m:
+                    bad[m.group(2)] = m.group(3) or ''
+    for name in expected:
+        if name not in oks and name not in bad:
+            bad[name] = 'no result reported'
+    return oks, bad, notes
+
+
+def tail(path, n):
+    try:
+        with open(path, errors='replace') as f:
+            return ''.join(f.readlines()[-n:])
+    except OSError:
+        return ''
+
+
+def prerequisites():
+    if os.environ.get('CORRAL_SKIP_VM') == '1':
+        return 'CORRAL_SKIP_VM=1'
+    missing = [t for t in ('qemu-system-x86_64', 'mmdebstrap', 'mkfs.ext4')
+               if shutil.which(t) is None]
+    if missing:
+        return 'missing: ' + ', '.join(missing)
+    if os.geteuid() != 0:
+        return 'mmdebstrap --mode=root needs root'
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--build-root', required=True)
+    ap.add_argument('--source-root', required=True)
+    ap.add_argument('--work', required=True)
+    ap.add_argument('--required', action='store_true')
+    args = ap.parse_args()
+
+    # meson's timeout sends SIGTERM: unwind so that qemu is killed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    why = prerequisites()
+    if why:
+        print(f'VM test not run: {why}')
+        return 1 if args.required and why != 'CORRAL_SKIP_VM=1' else 77
+    meson = shutil.which('meson')
+    if meson is None:
+        print('meson not found in PATH')
+        return 1
+
+    t_start = time.monotonic()
+    work = os.path.abspath(args.work)
+    share = os.path.join(work, 'share')
+    shutil.rmtree(share, ignore_errors=True)
+    os.makedirs(share)
+    cache = os.environ.get('CORRAL_VM_CACHE', '/var/cache/corral-vm')
+    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '300'))
+
+    img, t_image = ensure_image(cache, work)
+    log(f'image {img} ' + (f'built in {t_image:.1f} s' if t_image else 'reused'))
+    stage_install(meson, args.build_root, share)
+    units = stage_unit_tests(meson, args.build_root, args.source_root, share)
+    shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
+    expected = expected_checks() + ['unit-' + u for u in units]
+
+    rc, t_vm, console = boot(img, share, work, timeout)
+    results = os.path.join(share, 'results.txt')
+    oks, bad, notes = parse_results(results, expected)
+
+    print(tail(results, 200))
+    for n in notes:
+        log(n)
+    log(f'timings: image {"build %.1f s" % t_image if t_image else "cached"}, '
+        f'guest {t_vm:.1f} s, total {time.monotonic() - t_start:.1f} s')
+    if rc is None:
+        bad['qemu'] = f'guest still running after {timeout} s: killed'
+    elif rc != 0:
+        bad['qemu'] = f'qemu exited {rc}'
+    log(f'{len(oks)} ok, {len(bad)} not ok; logs: {console}, '
+        f'{share}/checks.log, {share}/journal.txt, {share}/corral-journal.txt')
+    if bad:
+        for name, reason in bad.items():
+            print(f'FAILED {name}: {reason}')
+        print('--- console tail ---')
+        print(tail(console, 40))
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

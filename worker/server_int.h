@@ -1,0 +1,69 @@
+/* Internals shared by server.c (connections, parsing) and response.c
+ * (answers, ordered writes). Nothing outside those two includes this. */
+#pragma once
+
+#include "bufpool.h"
+#include "http_parse.h"
+#include "server.h"
+
+enum conn_state {
+    CONN_OPEN,    /* reading and answering */
+    CONN_CLOSING, /* no more requests read; closes once the queue is written */
+    CONN_LINGER,  /* FIN sent; unread input is discarded until EOF or timeout */
+    CONN_CLOSED,  /* uv_close issued */
+};
+
+enum timer_kind { TIMER_NONE, TIMER_IDLE, TIMER_HEADERS, TIMER_REQUEST, TIMER_LINGER };
+
+struct cr_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shut;
+    struct cr_server *srv;
+    struct cr_http_parse *hp;
+    enum conn_state state;
+    enum timer_kind timer_kind;
+    int open_handles;
+    struct cr_req *cur;         /* the request being parsed */
+    struct cr_req *head, *tail; /* parsed, not yet written out */
+    unsigned depth;
+    bool reading;
+    bool paused;   /* parser paused: pipeline full */
+    char *pending; /* input left over when the parser paused */
+    size_t pending_len;
+    size_t hdr_bytes;
+    char field[16]; /* start of the current header name, lowercased */
+    size_t field_len;
+    bool expect_continue;
+    struct cr_conn *prev, *next;
+};
+
+struct cr_server {
+    uv_loop_t *loop;
+    struct cr_server_config cfg;
+    cr_server_handler handler;
+    void *ud;
+    uv_tcp_t listener;
+    bool listening;
+    bool listener_open;
+    bool draining;
+    void (*drained)(void *ud);
+    void *drained_ud;
+    struct cr_conn *conns;
+    struct cr_bufpool reads;
+    struct cr_server_stats stats;
+    char pid[16];
+};
+
+/* response.c */
+void cr_conn_flush(struct cr_conn *c);
+/* Queues an error answer for the request being parsed (or a new one) and
+ * stops reading: the connection closes once it is written. */
+void cr_conn_fail(struct cr_conn *c, int status, const char *msg);
+void cr_req_free(struct cr_req *req);
+
+/* server.c */
+void cr_conn_close(struct cr_conn *c);
+void cr_conn_feed(struct cr_conn *c, const char *data, size_t len);
+void cr_conn_after_write(struct cr_conn *c);
+void cr_server_check_drained(struct cr_server *srv);
