@@ -227,16 +227,23 @@ void cr_cg_worker_baseline(struct cr_worker *w)
     w->anc0 = ancestors_now(sup);
 }
 
-/* The ancestor nearest the worker whose limit is set and was reached. */
+/* The ancestor nearest the worker whose limit is set and was reached: its
+ * limit counters moved, or its peak sits at the limit (on v1 with a memsw
+ * limit, failcnt does not move on an OOM kill). */
 static struct cr_cgroup *limited_ancestor(struct cr_supervisor *sup, uint64_t *ret_limit)
 {
     for (size_t i = 0; i < sup->cg_nancestors; i++) {
-        uint64_t max = 0;
+        uint64_t max = 0, peak = 0;
         struct cr_cgroup_events e = {0};
-        if (cr_cgroup_get_max(sup->cg_ancestors[i], &max) == 0 && max != CR_CGROUP_UNLIMITED &&
-            cr_cgroup_read_events(sup->cg_ancestors[i], true, &e) == 0 && (e.max || e.oom)) {
+        struct cr_cgroup *a = sup->cg_ancestors[i];
+        if (cr_cgroup_get_max(a, &max) < 0 || max == CR_CGROUP_UNLIMITED || max == 0)
+            continue;
+        bool hit = cr_cgroup_read_events(a, true, &e) == 0 && (e.max || e.oom);
+        if (!hit && cr_cgroup_read_peak(a, &peak) == 0)
+            hit = peak + (max / 100 > (256u << 10) ? max / 100 : (256u << 10)) >= max;
+        if (hit) {
             *ret_limit = max;
-            return sup->cg_ancestors[i];
+            return a;
         }
     }
     return NULL;
@@ -262,19 +269,24 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
     ev->ancestor = sub(ancestors_now(sup), w->anc0);
     ev->own_path = cr_cgroup_rel(w->cg);
     ev->own_limit = w->cg_limit;
-    if (ev->ancestor.max || ev->ancestor.oom || ev->ancestor.oom_kill) {
+    if (ev->ancestor.max || ev->ancestor.oom || ev->ancestor.oom_kill || ev->own.oom_kill) {
         uint64_t lim = 0;
         struct cr_cgroup *a = limited_ancestor(sup, &lim);
         if (a) {
             ev->ancestor_path = cr_cgroup_rel(a);
             ev->ancestor_limit = lim;
+            uint64_t apeak = 0;
+            if (cr_cgroup_read_peak(a, &apeak) == 0)
+                ev->ancestor_peak = apeak;
         }
     }
     pm->oom_own = ev->own;
     pm->oom_ancestor = ev->ancestor;
     uint64_t peak = 0;
-    if (cr_cgroup_read_peak(w->cg, &peak) == 0)
+    if (cr_cgroup_read_peak(w->cg, &peak) == 0) {
         pm->cg_peak = peak;
+        ev->own_peak = peak;
+    }
     struct cr_cgroup_stat st = {0};
     if (cr_cgroup_read_stat(w->cg, &st) == 0)
         pm->memstat = (struct cr_postmortem_memstat){st.anon, st.file, st.kernel,

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +15,19 @@
 
 #include "internal.h"
 #include "log.h"
+#include "metrics_http.h"
 
 struct client {
     struct cr_control *ctl;
     struct client *next;
     uv_pipe_t pipe;
     uv_timer_t idle;
+    uv_shutdown_t shut;
     char *buf;
     size_t len;
     bool subscribed;
-    bool closing;
+    bool closing;   /* out of the client list, no more input is read */
+    bool released;  /* the handles are closing */
     int handles;
     uid_t uid;
     pid_t pid;
@@ -38,6 +42,8 @@ struct cr_control {
     size_t nuids;
     struct client *clients;
     unsigned nclients;
+    uint64_t idle_ms;
+    struct cr_metrics_http *http;
     bool closing;
 };
 
@@ -55,7 +61,7 @@ static void client_freed(uv_handle_t *h)
     }
 }
 
-static void client_close(struct client *c)
+static void client_unlink(struct client *c)
 {
     if (c->closing)
         return;
@@ -67,8 +73,46 @@ static void client_close(struct client *c)
             break;
         }
     ctl->nclients--;
+}
+
+/* Closes at once: queued output is dropped (uv_close cancels it). */
+static void client_close(struct client *c)
+{
+    client_unlink(c);
+    if (c->released)
+        return;
+    c->released = true;
     uv_close((uv_handle_t *)&c->idle, client_freed);
     uv_close((uv_handle_t *)&c->pipe, client_freed);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    client_close(req->data);
+}
+
+static void on_linger(uv_timer_t *t)
+{
+    client_close(t->data);
+}
+
+#define LINGER_MS 2000
+
+/* Closes once what is queued has been written (e.g. a last error line),
+ * but never waits longer than LINGER_MS for a peer that does not read. */
+static void client_finish(struct client *c)
+{
+    if (c->closing)
+        return;
+    client_unlink(c);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->shut.data = c;
+    if (uv_shutdown(&c->shut, (uv_stream_t *)&c->pipe, on_shutdown) < 0) {
+        client_close(c);
+        return;
+    }
+    uv_timer_start(&c->idle, on_linger, LINGER_MS, 0);
 }
 
 struct wreq {
@@ -168,7 +212,7 @@ static void on_idle(uv_timer_t *t)
     if (c->subscribed)
         return;
     send_error(c, CR_E_BAD_REQUEST, "idle timeout");
-    client_close(c);
+    client_finish(c);
 }
 
 static void handle_line(struct client *c, const char *line, size_t len)
@@ -199,6 +243,18 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
     struct client *c = s->data;
+    if (n == UV_EOF && !c->closing) {
+        /* The peer is done sending (`printf '{"cmd":"ping"}' | socat`):
+         * answer an unterminated last line, then close once it is out. */
+        if (c->len)
+            handle_line(c, c->buf, c->len);
+        c->len = 0;
+        if (!c->subscribed)
+            client_finish(c);
+        else
+            uv_read_stop(s);
+        return;
+    }
     if (n < 0) {
         client_close(c);
         return;
@@ -212,7 +268,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         size_t take = nl ? (size_t)(nl - (b->base + off)) : (size_t)n - off;
         if (c->len + take > CR_CONTROL_MAX_LINE) {
             send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
-            client_close(c);
+            client_finish(c);
             return;
         }
         if (c->len || !nl) {
@@ -239,14 +295,30 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     }
 }
 
-static bool allowed(struct cr_control *ctl, const struct ucred *cr)
+/* The peer's supplementary groups (SO_PEERGROUPS, Linux 4.13+) count
+ * like its primary group: membership in --control-group is what matters. */
+static bool in_group(int fd, gid_t group)
+{
+    gid_t gs[256];
+    socklen_t gl = sizeof(gs);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl) < 0)
+        return false;
+    for (size_t i = 0; i < gl / sizeof(gid_t); i++)
+        if (gs[i] == group)
+            return true;
+    return false;
+}
+
+static bool allowed(struct cr_control *ctl, int fd, const struct ucred *cr)
 {
     if (cr->uid == 0 || cr->uid == getuid())
         return true;
     for (size_t i = 0; i < ctl->nuids; i++)
         if (ctl->uids[i] == cr->uid)
             return true;
-    return ctl->group != (gid_t)-1 && cr->gid == ctl->group;
+    if (ctl->group == (gid_t)-1)
+        return false;
+    return cr->gid == ctl->group || in_group(fd, ctl->group);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -269,25 +341,35 @@ static void on_connection(uv_stream_t *server, int status)
         client_close(c);
         return;
     }
-    uv_os_fd_t fd;
-    struct ucred cr = {0};
+    uv_os_fd_t fd = -1;
+    struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t sl = sizeof(cr);
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0 || !allowed(ctl, &cr)) {
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0 || !allowed(ctl, fd, &cr)) {
         cr_log(CR_LOG_WARNING, "control: refused peer pid %d uid %d", (int)cr.pid, (int)cr.uid);
         send_error(c, CR_E_FORBIDDEN, "this user may not use corrald's control socket");
-        client_close(c);
+        client_finish(c);
         return;
     }
     c->uid = cr.uid;
     c->pid = cr.pid;
     if (ctl->nclients > ctl->sup->cfg.control_max_clients) {
         send_error(c, CR_E_BUSY, "too many control clients");
-        client_close(c);
+        client_finish(c);
         return;
     }
-    uv_timer_start(&c->idle, on_idle, CR_CONTROL_IDLE_MS, CR_CONTROL_IDLE_MS);
+    uv_timer_start(&c->idle, on_idle, ctl->idle_ms, ctl->idle_ms);
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
+}
+
+/* CORRAL_CONTROL_IDLE_MS shortens the idle timeout for tests.
+ * TODO(issue 6): a `control-idle-timeout` config key instead. */
+static uint64_t idle_ms(void)
+{
+    const char *e = getenv("CORRAL_CONTROL_IDLE_MS");
+    char *end;
+    unsigned long long v = e ? strtoull(e, &end, 10) : 0;
+    return e && *e && !*end && v >= 100 ? (uint64_t)v : CR_CONTROL_IDLE_MS;
 }
 
 static char *default_path(void)
@@ -337,6 +419,7 @@ int cr_control_open(struct cr_supervisor *sup)
         return -ENOMEM;
     ctl->sup = sup;
     ctl->group = (gid_t)-1;
+    ctl->idle_ms = idle_ms();
     ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
     int r = ctl->path ? parse_uids(ctl, sup->cfg.control_allow_uids) : -ENOMEM;
     if (r < 0) {
@@ -380,6 +463,12 @@ int cr_control_open(struct cr_supervisor *sup)
     }
     cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
     sup->control = ctl;
+    /* The Prometheus listener shares the control socket's lifetime.
+     * TODO(issue 6): the lead may call this from cr_supervisor_start. */
+    if (sup->cfg.metrics_listen && (r = cr_metrics_http_open(sup, &ctl->http)) < 0) {
+        cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
+        return r;
+    }
     return 0;
 }
 
@@ -395,6 +484,8 @@ void cr_control_close(struct cr_control *ctl)
     ctl->closing = true;
     while (ctl->clients)
         client_close(ctl->clients);
+    cr_metrics_http_close(ctl->http);
+    ctl->http = NULL;
     unlink(ctl->path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
 }

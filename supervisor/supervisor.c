@@ -20,6 +20,7 @@
 #include "cr_config.h"
 #include "history.h"
 #include "log.h"
+#include "trend.h"
 
 extern char **environ;
 
@@ -306,6 +307,11 @@ static int worker_spawn(struct cr_worker *w)
     w->soft_over = 0;
     w->soft_crossed_at = 0;
     w->status_text[0] = '\0';
+    w->verdict = 0;
+    w->verdict_text[0] = '\0';
+    w->rss = w->cg_usage = 0;
+    if (w->samples)
+        cr_trend_ring_clear(w->samples);
     w->max_requests = sup->cfg.max_requests
                           ? sup->cfg.max_requests + jitter(sup->cfg.max_requests_jitter)
                           : 0;

@@ -308,12 +308,25 @@ void cr_io_handle_notify(struct cr_worker *w, const struct cr_notify_msg *m)
     }
 }
 
+/* The worker a datagram came from: its main pid, or — like systemd's
+ * NotifyAccess=all — any process inside the worker's cgroup, so a worker
+ * started through a shell wrapper or a launcher can still report. */
 static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 {
     for (struct cr_worker *w = sup->workers; w; w = w->next)
         if (w->pid == pid && w->io)
             return w;
-    return NULL;
+    if (!sup->cgroups)
+        return NULL;
+    char *rel = NULL;
+    if (cr_cgroup_of_pid(pid, &rel) < 0)
+        return NULL;
+    struct cr_worker *found = NULL;
+    for (struct cr_worker *w = sup->workers; w && !found; w = w->next)
+        if (w->io && w->cg && strcmp(cr_cgroup_rel(w->cg), rel) == 0)
+            found = w;
+    free(rel);
+    return found;
 }
 
 static void on_notify(uv_poll_t *p, int status, int events)

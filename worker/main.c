@@ -223,8 +223,10 @@ static int setup(struct main_state *ms)
     ms->sigterm.data = ms->sigint.data = ms->report.data = ms->drain.data = ms;
     uv_signal_start(&ms->sigterm, on_signal, SIGTERM);
     uv_signal_start(&ms->sigint, on_signal, SIGINT);
-    uv_timer_start(&ms->report, report_cb, app->opts.report_interval_ms,
-                   app->opts.report_interval_ms);
+    /* The first report goes out on the loop's first turn, right after
+     * READY=1: from then on the supervisor's watchdog knows this worker
+     * heartbeats, so a hang in its very first request is caught too. */
+    uv_timer_start(&ms->report, report_cb, 0, app->opts.report_interval_ms);
     return 0;
 }
 

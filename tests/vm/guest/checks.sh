@@ -369,6 +369,33 @@ check_stop_leaves() {
 	[ -z "$leaves" ] || fail "worker leaves left after stop: $leaves"
 }
 
+# corral@8081: the template pair, side by side with corral.service's socket.
+check_template_instance() {
+	local inst=corral@8081 cfg hdr rc=0
+	# systemctl cat shows the template: expand its %i by hand.
+	cfg=$(systemctl cat "$inst.service" | sed -n 's/^AssertPathExists=//p' | sed 's/%i/8081/g')
+	[ -n "$cfg" ] || fail "no AssertPathExists= in $inst.service" || return 1
+	mkdir -p "$(dirname "$cfg")"
+	echo '{"workers": 1, "memory-max": "32M"}' > "$cfg"
+	if ! timeout 90 systemctl start "$inst.socket" "$inst.service"; then
+		fail "systemctl start $inst failed: $(systemctl show -p Result --value "$inst.service")"
+		rc=1
+	fi
+	if [ "$rc" -eq 0 ]; then
+		hdr=$(curl -s -m 10 -o /dev/null -D - http://127.0.0.1:8081/light | tr -d '\r')
+		echo "$hdr" | head -n 1 | grep -q ' 200' || { fail "GET :8081/light did not answer 200"; rc=1; }
+	fi
+	if [ "$rc" -eq 0 ]; then
+		CTL=/run/corral-8081/control.sock
+		[ "$(ready_pids | grep -c .)" -eq 1 ] || { fail "no ready worker on /run/corral-8081/control.sock"; rc=1; }
+		CTL=/run/corral/control.sock
+	fi
+	journalctl -u "$inst.service" -n 20 --no-pager
+	timeout 60 systemctl stop "$inst.service" "$inst.socket"
+	rm -f "$cfg"
+	return "$rc"
+}
+
 setup
 check start check_start
 check status-line check_status_line
@@ -389,4 +416,5 @@ check watchdog-workers check_watchdog_workers
 check stop-clean check_stop_clean
 check stop-no-processes check_stop_no_processes
 check stop-leaves check_stop_leaves
+check template-instance check_template_instance
 systemctl stop corral.socket

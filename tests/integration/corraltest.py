@@ -1,0 +1,290 @@
+"""Harness for corral's integration tests: runs the real corrald with real
+workers, talks to its control socket, makes HTTP requests, manages test
+cgroups. Python 3 standard library only.
+
+Every test script is run as `python3 <script> <case>`; each case is a
+function named test_<case>. Exit 0 = pass, 77 = skip, anything else = fail.
+"""
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CORRALD = os.environ.get("CORRALD", "")
+WORKER = os.environ.get("CORRAL_WORKER_BIN", "")
+SKIP = 77
+MEMCG = "/sys/fs/cgroup/memory"
+
+
+class Skip(Exception):
+    pass
+
+
+def skip(why):
+    raise Skip(why)
+
+
+def need_root_v1():
+    """The tests that need real cgroups run as root where the memory
+    controller is on v1 (this machine); on a v2 host the VM test covers
+    them."""
+    if os.geteuid() != 0:
+        skip("needs root")
+    if not os.path.exists(os.path.join(MEMCG, "memory.limit_in_bytes")):
+        skip("needs the cgroup v1 memory controller")
+
+
+def wait_for(pred, timeout, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class TestCgroup:
+    """A memory cgroup at the root of the v1 hierarchy, removed on close
+    (killing only processes that are still in it, which this test put
+    there)."""
+
+    def __init__(self, name):
+        self.rel = f"/corral-test-{os.getpid()}-{name}"
+        self.path = MEMCG + self.rel
+        os.makedirs(self.path, exist_ok=True)
+
+    def set(self, key, value):
+        with open(os.path.join(self.path, key), "w") as f:
+            f.write(str(value))
+
+    def get(self, key):
+        with open(os.path.join(self.path, key)) as f:
+            return f.read()
+
+    def remove(self):
+        for _ in range(200):
+            if not os.path.exists(self.path):
+                return
+            for root, dirs, files in os.walk(self.path, topdown=False):
+                try:
+                    with open(os.path.join(root, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(int(pid), signal.SIGKILL)
+                except FileNotFoundError:
+                    pass
+                with contextlib.suppress(OSError):
+                    os.rmdir(root)
+            time.sleep(0.02)
+        raise AssertionError(f"could not remove {self.path}")
+
+    def groups(self, sub="workers"):
+        p = os.path.join(self.path, sub)
+        if not os.path.isdir(p):
+            return []
+        return sorted(d for d in os.listdir(p) if os.path.isdir(os.path.join(p, d)))
+
+
+class Corrald:
+    """One corrald under test."""
+
+    def __init__(self, *args, workers=2, cgroups=None, command=None, env=None, preexec=None,
+                 wait_ready=True, name="t"):
+        self.tmp = tempfile.mkdtemp(prefix=f"corral-{name}-")
+        self.sock = os.path.join(self.tmp, "control.sock")
+        self.logpath = os.path.join(self.tmp, "corrald.log")
+        argv = [CORRALD, "--workers", str(workers), "--listen", "127.0.0.1:0",
+                "--control", self.sock]
+        if cgroups is None:
+            argv.append("--no-cgroups")
+        elif cgroups is not False:
+            argv += ["--cgroup-parent", cgroups]
+        argv += list(args)
+        if command:
+            argv += ["--"] + list(command)
+        e = dict(os.environ)
+        if WORKER:
+            e["CORRAL_WORKER"] = WORKER
+        e.update(env or {})
+        self.argv = argv
+        self.log_file = open(self.logpath, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log_file, stderr=subprocess.STDOUT, env=e,
+                                     cwd=self.tmp, preexec_fn=preexec)
+        wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 10,
+                 what="the control socket")
+        if self.proc.poll() is not None:
+            raise AssertionError(f"corrald exited {self.proc.returncode}:\n{self.log()}")
+        st = self.status()
+        self.addr = st["supervisor"]["listen"][0]["address"]
+        self.host, port = self.addr.rsplit(":", 1)
+        self.port = int(port)
+        if wait_ready:
+            self.wait_ready(workers)
+
+    # -- control socket ---------------------------------------------------
+    def ctl(self, cmd, timeout=5, **kw):
+        req = dict(kw, cmd=cmd)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(self.sock)
+            s.sendall((json.dumps(req) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        return json.loads(buf)
+
+    def status(self):
+        r = self.ctl("status")
+        assert r["ok"], r
+        return r
+
+    def workers(self):
+        return self.status()["workers"]
+
+    def live_pids(self):
+        return sorted(w["pid"] for w in self.workers() if w["pid"] and w["state"] == "ready")
+
+    def worker(self, wid):
+        for w in self.workers():
+            if w["id"] == wid and not w.get("replaces_pid"):
+                return w
+        return None
+
+    def history(self):
+        r = self.ctl("history")
+        assert r["ok"], r
+        return r["history"]
+
+    def wait_ready(self, n, timeout=10):
+        return wait_for(lambda: len(self.live_pids()) == n and self.live_pids(), timeout,
+                        what=f"{n} ready workers")
+
+    def wait_death(self, category=None, timeout=10, count=1):
+        def found():
+            h = self.history()
+            hits = [d for d in h if category is None or d["category"] == category]
+            return hits if len(hits) >= count else None
+        try:
+            return wait_for(found, timeout, interval=0.05, what=f"a death '{category}'")
+        except AssertionError:
+            raise AssertionError(f"no '{category}' death; history: "
+                                 f"{json.dumps(self.history(), indent=1)[:3000]}\n"
+                                 f"log:\n{self.log()[-4000:]}")
+
+    # -- HTTP ---------------------------------------------------------------
+    def get(self, path, timeout=5):
+        """One request on a fresh connection: (status, headers, body)."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            c.request("GET", path)
+            r = c.getresponse()
+            body = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, body
+        finally:
+            c.close()
+
+    def pid_of(self, path="/light"):
+        st, h, _ = self.get(path)
+        assert st == 200, st
+        return int(h["x-worker-pid"])
+
+    # -- lifetime -------------------------------------------------------------
+    def log(self):
+        self.log_file.flush()
+        with open(self.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def kill(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("corrald did not exit in time:\n" + self.log()[-3000:])
+        self.log_file.close()
+        return self.proc.returncode
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(Exception):
+            self.log_file.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+class Load(threading.Thread):
+    """A bounded background client: GET path every `interval` until stopped
+    (or max_seconds), counting failures."""
+
+    def __init__(self, corrald, path="/light", interval=0.01, max_seconds=60, timeout=5):
+        super().__init__(daemon=True)
+        self.c, self.path, self.interval = corrald, path, interval
+        self.max_seconds, self.timeout = max_seconds, timeout
+        self.ok = 0
+        self.failed = []
+        self.pids = set()
+        self.latencies = []
+        self._halt = threading.Event()
+
+    def run(self):
+        end = time.monotonic() + self.max_seconds
+        while not self._halt.is_set() and time.monotonic() < end:
+            t0 = time.monotonic()
+            try:
+                st, h, _ = self.c.get(self.path, timeout=self.timeout)
+                if st == 200:
+                    self.ok += 1
+                    self.pids.add(int(h["x-worker-pid"]))
+                else:
+                    self.failed.append(f"HTTP {st}")
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                self.failed.append(repr(e))
+            self.latencies.append(time.monotonic() - t0)
+            self._halt.wait(self.interval)
+
+    def stop(self):
+        self._halt.set()
+        self.join()
+
+
+def main(module):
+    if len(sys.argv) != 2:
+        print(f"usage: {sys.argv[0]} CASE", file=sys.stderr)
+        sys.exit(2)
+    fn = getattr(module, "test_" + sys.argv[1], None)
+    if not fn:
+        print(f"no case {sys.argv[1]}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        fn()
+    except Skip as e:
+        print(f"SKIP: {e}")
+        sys.exit(SKIP)
+    print("PASS")

@@ -1,0 +1,207 @@
+"""corrald's core with real workers and real signals (the foundation issue)."""
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import corraltest as ct  # noqa: E402
+
+
+def test_all_serve():
+    """N workers come up on one shared socket and every one serves."""
+    c = ct.Corrald(workers=3)
+    try:
+        pids = {c.pid_of() for _ in range(200)}
+        assert pids == set(c.live_pids()), (pids, c.live_pids())
+        # Per-process state: each worker counts alone.
+        counters = {}
+        for _ in range(60):
+            st, h, body = c.get("/counter")
+            counters.setdefault(h["x-worker-pid"], []).append(body)
+        assert len(counters) >= 2, counters
+    finally:
+        c.close()
+
+
+def test_kill9_restart():
+    """kill -9 of a worker: a new pid serves within 1 s, the death is logged
+    with its cause."""
+    c = ct.Corrald(workers=2)
+    try:
+        before = c.live_pids()
+        victim = before[0]
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        new = ct.wait_for(lambda: [p for p in c.live_pids() if p not in before], 1.0,
+                          interval=0.005, what="a replacement")
+        # The replacement answers requests.
+        ct.wait_for(lambda: c.pid_of() in new or c.pid_of() in new, 1.0, what="it serving")
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.0, elapsed
+        d = c.wait_death("signal")[0]
+        assert d["pid"] == victim and d["signal"] == 9, d
+        assert f"pid {victim}) died: signal" in c.log(), c.log()[-2000:]
+    finally:
+        c.close()
+
+
+def test_crash_loop():
+    """A worker that exits at once every time hits the crash-loop budget and
+    is marked failed; corrald keeps running and answering."""
+    c = ct.Corrald("--crash-budget", "3", "--crash-window", "20", "--backoff-initial", "20",
+                   "--backoff-max", "100", workers=1, command=["/bin/sh", "-c", "exit 3"],
+                   wait_ready=False)
+    try:
+        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 10, what="state failed")
+        h = c.history()
+        assert len(h) == 4 and all(d["category"] == "exit-error" for d in h), h
+        assert "FAILED: crash loop" in c.log()
+        time.sleep(0.5)
+        assert len(c.history()) == 4  # retried slowly, not in a loop
+        assert c.proc.poll() is None
+        assert c.ctl("ping")["ok"]
+    finally:
+        c.close()
+
+
+def test_sighup_reload():
+    """SIGHUP under continuous requests replaces every pid with zero failed
+    requests; capacity never drops."""
+    c = ct.Corrald(workers=2)
+    try:
+        before = set(c.live_pids())
+        load = ct.Load(c, interval=0.005, max_seconds=30)
+        load.start()
+        time.sleep(0.3)
+        c.kill(signal.SIGHUP)
+        ct.wait_for(lambda: len(set(c.live_pids()) & before) == 0 and len(c.live_pids()) == 2,
+                    15, what="every pid replaced")
+        ct.wait_for(lambda: "reload complete" in c.log(), 5, what="reload complete")
+        time.sleep(0.3)
+        load.stop()
+        assert not load.failed, load.failed[:5]
+        assert load.ok > 50, load.ok
+        after = set(c.live_pids())
+        assert after & load.pids, "the new workers served during the load"
+        rec = [d for d in c.history() if d["category"] == "recycled"]
+        assert {d["pid"] for d in rec} == before, c.history()
+    finally:
+        c.close()
+
+
+def test_sigterm_drain():
+    """SIGTERM drains (an in-flight request completes) and exits 0 with no
+    worker left."""
+    c = ct.Corrald(workers=2)
+    try:
+        pids = c.live_pids()
+        import threading
+        result = {}
+
+        def slow():
+            result["r"] = c.get("/slow?ms=700", timeout=5)
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.2)
+        code = c.stop(signal.SIGTERM)
+        t.join()
+        assert code == 0, (code, c.log()[-2000:])
+        assert result["r"][0] == 200, result
+        for p in pids:
+            assert not ct.pid_alive(p), f"worker {p} survived"
+        assert not os.path.exists(c.sock), "the control socket was removed"
+    finally:
+        c.close()
+
+
+def test_hang_kill():
+    """A worker blocked by /heavy?ms=5000 with a 1 s watchdog is flagged
+    blocked and, with a 2 s hang timeout, killed and replaced."""
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", workers=1,
+                   command=[ct.WORKER, "--report-interval", "250"])
+    try:
+        victim = c.live_pids()[0]
+        import threading
+        t0 = time.monotonic()
+        threading.Thread(target=lambda: c.get("/heavy?ms=5000", timeout=10), daemon=True).start()
+        ct.wait_for(lambda: c.workers()[0]["state"] in ("blocked", "killing"), 3,
+                    what="state blocked")
+        assert time.monotonic() - t0 >= 0.9, "flagged blocked before the watchdog timeout"
+        assert "blocked: no heartbeat" in c.log()
+        d = c.wait_death("watchdog-kill", timeout=6)[0]
+        assert d["pid"] == victim, d
+        assert d["signal"] in (6, 9), d
+        new = c.wait_ready(1)
+        assert new[0] != victim
+    finally:
+        c.close()
+
+
+def test_exec_missing():
+    """exec of a missing program is an exec failure, not a crash loop."""
+    c = ct.Corrald(workers=1, command=["/nonexistent/corral-worker"], wait_ready=False)
+    try:
+        d = c.wait_death("exec-failed")[0]
+        assert "No such file" in d["reason"] or "ENOENT" in d["reason"], d
+        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 3, what="failed")
+        time.sleep(1.0)
+        assert len(c.history()) == 1, "retried slowly, never in a loop of forks"
+        assert "cannot execute /nonexistent/corral-worker" in c.log()
+    finally:
+        c.close()
+
+
+def test_scale_and_status():
+    """scale up and down over the control socket; ids stay dense."""
+    c = ct.Corrald(workers=1)
+    try:
+        assert c.ctl("scale", workers=3)["ok"]
+        c.wait_ready(3)
+        assert sorted(w["id"] for w in c.workers()) == [1, 2, 3]
+        assert c.ctl("scale", workers=1)["ok"]
+        c.wait_ready(1)
+        ct.wait_for(lambda: len(c.workers()) == 1, 5, what="one worker left")
+        assert c.workers()[0]["id"] == 1
+    finally:
+        c.close()
+
+
+def test_reuseport():
+    """balance=reuseport: every worker has its own socket and all serve."""
+    c = ct.Corrald("--balance", "reuseport", workers=2)
+    try:
+        pids = {c.pid_of() for _ in range(200)}
+        assert pids == set(c.live_pids()), (pids, c.live_pids())
+    finally:
+        c.close()
+
+
+def test_config_file():
+    """The JSON config file sets the same keys as flags; flags win; bad keys
+    are refused with a message naming them."""
+    import json
+    import subprocess
+    import tempfile
+    d = tempfile.mkdtemp()
+    cfg = os.path.join(d, "c.json")
+    with open(cfg, "w") as f:
+        json.dump({"workers": 3, "stop-timeout": "2s"}, f)
+    c = ct.Corrald("--config", cfg, "--workers", "2", workers=2)
+    try:
+        st = c.status()["supervisor"]["config"]
+        assert st["workers"] == 2 and st["stop-timeout"] == 2000, st
+    finally:
+        c.close()
+    with open(cfg, "w") as f:
+        json.dump({"wrokers": 3}, f)
+    p = subprocess.run([ct.CORRALD, "--config", cfg], capture_output=True, text=True)
+    assert p.returncode == 2 and "wrokers" in p.stderr, (p.returncode, p.stderr)
+    p = subprocess.run([ct.CORRALD, "--stop-timeout", "soon"], capture_output=True, text=True)
+    assert p.returncode == 2 and "soon" in p.stderr, p.stderr
+    p = subprocess.run([ct.CORRALD, "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "--memory-soft" in p.stdout
+
+
+if __name__ == "__main__":
+    ct.main(sys.modules[__name__])
