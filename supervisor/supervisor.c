@@ -304,6 +304,7 @@ static int worker_spawn(struct cr_worker *w)
     w->tail_len = w->tail_head = w->out_line_len = 0;
     w->nstream.len = 0;
     w->oom_events = 0;
+    w->seen = (struct cr_cgroup_events){0};
     w->soft_over = 0;
     w->soft_crossed_at = 0;
     w->status_text[0] = '\0';

@@ -18,6 +18,7 @@
 #include "listen.h"
 #include "notify.h"
 #include "spawn.h"
+#include "cr_cgroup.h"
 
 struct cr_cgroup;
 struct cr_history;
@@ -57,7 +58,8 @@ struct cr_worker {
     struct cr_notify_stream nstream;
 
     struct cr_cgroup *cg;
-    unsigned oom_events;            /* OOM notifications seen this generation */
+    unsigned oom_events;            /* OOM events seen this generation */
+    struct cr_cgroup_events seen;   /* counters at the last OOM-watch wake-up */
     struct cr_oom_delta own0, anc0; /* counters at spawn */
     uint64_t vmstat_oom0;
     bool heartbeats;                /* the worker has sent WATCHDOG=1 */

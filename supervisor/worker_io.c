@@ -181,15 +181,30 @@ static void on_oom(uv_poll_t *p, int status, int events)
     struct cr_wio *io = p->data;
     cr_cgroup_oom_fd_drain(io->fd[IO_OOM]);
     struct cr_worker *w = io->w;
-    if (!w)
+    if (!w || !w->cg)
         return;
-    w->oom_events++;
     struct cr_cgroup_events ev = {0};
-    if (w->cg)
-        cr_cgroup_read_events(w->cg, true, &ev);
-    cr_log_event(CR_LOG_WARNING, "oom", w->id, w->pid, NULL,
-                 "worker %d: OOM event in its cgroup (oom_kill %llu, limit hits %llu)", w->id,
-                 (unsigned long long)ev.oom_kill, (unsigned long long)ev.max);
+    if (cr_cgroup_read_events(w->cg, true, &ev) < 0)
+        return;
+    /* v1's eventfd also fires for OOMs in enclosing groups and on removal;
+     * v2's inotify fires on any memory.events change: the counters say
+     * what happened. */
+    if (ev.oom_kill > w->seen.oom_kill || ev.oom > w->seen.oom) {
+        w->oom_events++;
+        cr_log_event(CR_LOG_WARNING, "oom", w->id, w->pid, NULL,
+                     "worker %d: OOM in its cgroup (oom %llu, oom_kill %llu, limit hits %llu)",
+                     w->id, (unsigned long long)ev.oom, (unsigned long long)ev.oom_kill,
+                     (unsigned long long)ev.max);
+    }
+    if (ev.high > w->seen.high && w->sup->cfg.memory_high) {
+        /* v2 memory.high throttles but does not contain growth without
+         * swap: take the first "high" event as an early recycle signal. */
+        char why[96];
+        snprintf(why, sizeof(why), "memory.high reached (%llu high events)",
+                 (unsigned long long)ev.high);
+        cr_worker_recycle(w, why);
+    }
+    w->seen = ev;
 }
 
 static void on_exit_ready(uv_poll_t *p, int status, int events)
