@@ -14,7 +14,7 @@
 Exit 77 (skip) when CORRAL_SKIP_VM=1 or the tools (qemu-system-x86_64,
 mmdebstrap, mkfs.ext4) or root are missing, unless --required.
 Environment: CORRAL_VM_CACHE (default /var/cache/corral-vm),
-CORRAL_VM_TIMEOUT (seconds for the guest, default 300),
+CORRAL_VM_TIMEOUT (seconds for the guest, default 420),
 CORRAL_VM_ACCEL=kvm to try KVM (only where a stock kernel boots under it).
 """
 import argparse
@@ -163,9 +163,15 @@ def qemu_command(img, share):
     # "xxxx"), which breaks systemd's mount namespacing (status 226/NAMESPACE)
     # for every hardened unit. The baseline model runs the kernel correctly.
     accel, cpu = 'tcg,thread=multi', 'qemu64'
-    if os.environ.get('CORRAL_VM_ACCEL') == 'kvm' and \
-            os.access('/dev/kvm', os.R_OK | os.W_OK):
-        accel, cpu = 'kvm', 'host'
+    if os.environ.get('CORRAL_VM_ACCEL') == 'kvm':
+        # Opt-in only: a /dev/kvm may exist without being able to boot a
+        # stock kernel (a PVM device, for one).
+        with open('/proc/cpuinfo') as f:
+            virt = re.search(r'^flags\s*:.*\b(vmx|svm)\b', f.read(), re.M)
+        if virt and os.access('/dev/kvm', os.R_OK | os.W_OK):
+            accel, cpu = 'kvm', 'host'
+        else:
+            log('CORRAL_VM_ACCEL=kvm but no vmx/svm or /dev/kvm: using TCG')
     return ['qemu-system-x86_64', '-accel', accel, '-cpu', cpu,
             '-m', '2048', '-smp', '2', '-nographic', '-no-reboot',
             '-nic', 'none',
@@ -267,12 +273,18 @@ def main():
     shutil.rmtree(share, ignore_errors=True)
     os.makedirs(share)
     cache = os.environ.get('CORRAL_VM_CACHE', '/var/cache/corral-vm')
-    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '300'))
+    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '420'))
 
-    img, t_image = ensure_image(cache, work)
-    log(f'image {img} ' + (f'built in {t_image:.1f} s' if t_image else 'reused'))
-    stage_install(meson, args.build_root, share)
-    units = stage_unit_tests(meson, args.build_root, args.source_root, share)
+    try:
+        img, t_image = ensure_image(cache, work)
+        log(f'image {img} ' +
+            (f'built in {t_image:.1f} s' if t_image else 'reused'))
+        stage_install(meson, args.build_root, share)
+        units = stage_unit_tests(meson, args.build_root, args.source_root,
+                                 share)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f'VM test setup failed: {e}')
+        return 1
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
     expected = expected_checks() + ['unit-' + u for u in units]
 
