@@ -290,10 +290,12 @@ def _ms(text):
     return v * {'us': 0.001, 'ms': 1.0, 's': 1000.0, 'm': 60000.0}[u]
 
 
-def wrk(port, path, conns=64, threads=1, secs=5, timeout='10s'):
+def wrk(port, path, conns=64, threads=1, secs=5, timeout='10s', headers=()):
     """wrk --latency; returns req/s, p50/p99 ms, requests, errors."""
-    out = subprocess.run(['wrk', f'-c{conns}', f'-t{threads}', f'-d{secs}s', '--latency',
-                          f'--timeout', timeout, f'http://{HOST}:{port}{path}'],
+    argv = ['wrk', f'-c{conns}', f'-t{threads}', f'-d{secs}s', '--latency', '--timeout', timeout]
+    for h in headers:
+        argv += ['-H', h]
+    out = subprocess.run(argv + [f'http://{HOST}:{port}{path}'],
                          capture_output=True, text=True, timeout=secs + 30).stdout
     res = {'rps': float(re.search(r'Requests/sec:\s+([\d.]+)', out).group(1)),
            'requests': int(re.search(r'(\d+) requests in', out).group(1))}

@@ -77,16 +77,27 @@ def _isolation_run(port, secs, heavy):
     if th:
         th.start()
         time.sleep(0.2)  # the first /heavy is running
-    samples, t0 = [], now_ms()
-    end = t0 + secs * 1000
-    while now_ms() < end:
-        t = now_ms()
+    # A /light every 100 ms by the clock, each on its own thread: a blocked
+    # one does not delay the next one's sending.
+    samples, lights, t0 = [], [], now_ms()
+    lock = threading.Lock()
+
+    def light(t_s):
         try:
             ms = get(port, '/light', timeout=10)[3]
         except OSError:
             ms = float('nan')
-        samples.append(((t - t0) / 1000.0, ms))
-        time.sleep(max(0.0, 0.1 - (now_ms() - t) / 1000.0))
+        with lock:
+            samples.append((t_s, ms))
+
+    for i in range(int(secs * 10)):
+        time.sleep(max(0.0, (t0 + i * 100 - now_ms()) / 1000.0))
+        t = threading.Thread(target=light, args=(i / 10.0,))
+        t.start()
+        lights.append(t)
+    for t in lights:
+        t.join()
+    samples.sort()
     stop.set()
     if th:
         th.join()
@@ -136,7 +147,20 @@ plot {plots}
 
 # --- 3. thread pool ----------------------------------------------------------------
 
-HASH_ITER = 600000  # ~300 ms of pbkdf2-sha512 on one core of this machine
+HASH_MS = 300  # the target duration of one /hash job, alone, on this machine
+
+
+def _calibrate_hash():
+    """iter for one /hash job of ~HASH_MS here and now (the machine is shared:
+    the best of 3 runs of a 100000-iteration job, scaled)."""
+    srv = Corral(1, threadpool=1)
+    try:
+        runs = [json.loads(get(srv.port, '/hash?iter=100000')[2]) for _ in range(3)]
+        best = min(runs, key=lambda j: j['end_us'] - j['start_us'])
+    finally:
+        srv.stop()
+    ms = (best['end_us'] - best['start_us']) / 1000.0
+    return max(1000, int(100000 * HASH_MS / ms) // 1000 * 1000), ms
 
 
 def _stamps(rows, node):
@@ -155,7 +179,10 @@ def _stamps(rows, node):
 
 
 def threadpool():
-    iters = Opts.secs(HASH_ITER, HASH_ITER // 2)
+    iters, ms100k = _calibrate_hash()
+    if Opts.quick:
+        iters //= 2
+    log(f'threadpool: /hash?iter=100000 takes {ms100k:.0f} ms alone: iter={iters}')
     sides = [('corral N=1 pool 1', 'c-p1', _corral(1, threadpool=1), False),
              ('corral N=1 pool 4', 'c-p4', _corral(1, threadpool=4), False),
              ('corral N=1 pool 8', 'c-p8', _corral(1, threadpool=8), False),
@@ -194,8 +221,7 @@ set ytics ({ytics})
 set yrange [-2:{len(sides) * 10}]
 set key off
 set title '8 concurrent /hash jobs: one bar per job, start to end'
-plot 'threadpool-jobs.csv' using 4:($1*10+$3):5:($1*10+$3) skip 1 with xerrorbars lw 3 pt 0 lc variable, \\
-     'threadpool-jobs.csv' using 4:($1*10+$3):($5-$4):(0) skip 1 with vectors nohead lw 4 lc variable
+plot 'threadpool-jobs.csv' using 4:($1*10+$3):($5-$4):(0):($1+1) skip 1 with vectors nohead lw 5 lc variable
 """)
 
 
