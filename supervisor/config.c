@@ -51,7 +51,7 @@ static const struct opt opts[] = {
     {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), 0, true, "SEC", "drain time before SIGKILL (default 10)"},
     {"watchdog", 0, OPT_MS, OFF(watchdog_ms), 0, true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
     {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), 0, true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
-    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), 0, true, "MS", "first restart delay after an unplanned death (default 100)"},
+    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), 0, true, "MS", "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at once)"},
     {"backoff-max", 0, OPT_MS_MS, OFF(backoff_max_ms), 0, true, "MS", "restart delay cap (default 10000)"},
     {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), 0, true, "SEC", "uptime that resets the backoff (default 30)"},
     {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1000, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},

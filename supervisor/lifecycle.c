@@ -100,8 +100,12 @@ const char *cr_waction_to_string(enum cr_waction a)
 
 uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n)
 {
+    /* A lone death costs no capacity time: the first restart is at once.
+     * Only a worker that dies again before it ran stably backs off. */
+    if (n <= 1)
+        return 0;
     uint64_t d = p->backoff_initial_ms;
-    for (unsigned i = 1; i < n && d < p->backoff_max_ms; i++)
+    for (unsigned i = 2; i < n && d < p->backoff_max_ms; i++)
         d *= 2;
     return d < p->backoff_max_ms ? d : p->backoff_max_ms;
 }

@@ -89,7 +89,8 @@ struct cr_restart_decision {
     bool crash_loop;      /* the budget was just exceeded */
 };
 
-/* The n-th (1-based) consecutive backoff delay: initial · 2^(n-1), capped. */
+/* The delay before the n-th (1-based) consecutive restart: 0 for the first
+ * (a lone death restarts at once), then initial · 2^(n-2), capped. */
 uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n);
 
 /* Records a death at now_ms after uptime_ms of life and decides what

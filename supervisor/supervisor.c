@@ -479,7 +479,8 @@ static void drain(struct cr_worker *w, enum cr_kill_reason why, const char *text
     w->recycle_queued = false;
     if (cr_wstate_has_process(w->state)) {
         w->kill_reason = why;
-        if (text)
+        /* text may be w->kill_text itself (a queued recycle's reason). */
+        if (text && text != w->kill_text)
             snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
     }
     cr_worker_event(w, CR_WE_DRAIN);

@@ -95,11 +95,12 @@ static const struct cr_restart_policy P = {
 
 static void test_backoff_arithmetic(void **state)
 {
-    assert_int_equal(cr_backoff_delay(&P, 1), 100);
-    assert_int_equal(cr_backoff_delay(&P, 2), 200);
-    assert_int_equal(cr_backoff_delay(&P, 3), 400);
-    assert_int_equal(cr_backoff_delay(&P, 4), 800);
-    assert_int_equal(cr_backoff_delay(&P, 5), 1000); /* capped */
+    assert_int_equal(cr_backoff_delay(&P, 1), 0); /* a lone death: at once */
+    assert_int_equal(cr_backoff_delay(&P, 2), 100);
+    assert_int_equal(cr_backoff_delay(&P, 3), 200);
+    assert_int_equal(cr_backoff_delay(&P, 4), 400);
+    assert_int_equal(cr_backoff_delay(&P, 5), 800);
+    assert_int_equal(cr_backoff_delay(&P, 6), 1000); /* capped */
     assert_int_equal(cr_backoff_delay(&P, 60), 1000); /* no overflow */
 }
 
@@ -113,11 +114,11 @@ static void test_restart_policy(void **state)
     assert_int_equal(st.consecutive, 0);
 
     d = cr_restart_decide(&P, &st, 1000, 10, false);
-    assert_int_equal(d.delay_ms, 100);
+    assert_int_equal(d.delay_ms, 0);
     d = cr_restart_decide(&P, &st, 2000, 10, false);
-    assert_int_equal(d.delay_ms, 200);
+    assert_int_equal(d.delay_ms, 100);
     d = cr_restart_decide(&P, &st, 3000, 10, false);
-    assert_int_equal(d.delay_ms, 400);
+    assert_int_equal(d.delay_ms, 200);
     assert_false(d.crash_loop);
     /* The 4th death within 10 s exceeds a budget of 3. */
     d = cr_restart_decide(&P, &st, 4000, 10, false);
@@ -128,7 +129,7 @@ static void test_restart_policy(void **state)
     /* Much later, after a stable run: backoff starts over, window is clear. */
     d = cr_restart_decide(&P, &st, 200000, 40000, false);
     assert_int_equal(d.next, CR_WS_BACKOFF);
-    assert_int_equal(d.delay_ms, 100);
+    assert_int_equal(d.delay_ms, 0);
 }
 
 static void test_window_ages_out(void **state)
@@ -140,7 +141,7 @@ static void test_window_ages_out(void **state)
     struct cr_restart_decision d = cr_restart_decide(&P, &st, 12500, 10, false);
     assert_int_equal(d.next, CR_WS_BACKOFF);
     assert_false(d.crash_loop);
-    assert_int_equal(d.delay_ms, 800); /* but the backoff keeps doubling: not stable */
+    assert_int_equal(d.delay_ms, 400); /* but the backoff keeps doubling: not stable */
 }
 
 int main(void)
