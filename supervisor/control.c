@@ -28,6 +28,9 @@ struct client {
     bool subscribed;
     bool closing;   /* out of the client list, no more input is read */
     bool released;  /* the handles are closing */
+    bool draining;  /* finishing, input is read and thrown away */
+    bool paused;    /* input not read while the peer's unread output is large */
+    bool eof;       /* the peer will send nothing more */
     int handles;
     uid_t uid;
     pid_t pid;
@@ -88,8 +91,10 @@ static void client_close(struct client *c)
 
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-    (void)status;
-    client_close(req->data);
+    struct client *c = req->data;
+    /* A draining client is closed at its EOF or by the linger timer. */
+    if (!c->draining || status < 0)
+        client_close(c);
 }
 
 static void on_linger(uv_timer_t *t)
@@ -99,14 +104,23 @@ static void on_linger(uv_timer_t *t)
 
 #define LINGER_MS 2000
 
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
 /* Closes once what is queued has been written (e.g. a last error line),
- * but never waits longer than LINGER_MS for a peer that does not read. */
-static void client_finish(struct client *c)
+ * but never waits longer than LINGER_MS for a peer that does not read.
+ * drain: keep reading (and discarding) until the peer's EOF, so that a
+ * peer still sending (an oversized line) sees our answer, not a reset. */
+static void client_finish(struct client *c, bool drain)
 {
     if (c->closing)
         return;
     client_unlink(c);
-    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->draining = drain;
+    if (!drain)
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    else if (!uv_is_active((uv_handle_t *)&c->pipe))
+        uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
     c->shut.data = c;
     if (uv_shutdown(&c->shut, (uv_stream_t *)&c->pipe, on_shutdown) < 0) {
         client_close(c);
@@ -120,11 +134,16 @@ struct wreq {
     char *data;
 };
 
+static void maybe_resume(struct client *c);
+
 static void on_written(uv_write_t *req, int status)
 {
     struct wreq *w = (struct wreq *)req;
+    struct client *c = req->handle->data;
     free(w->data);
     free(w);
+    if (status == 0)
+        maybe_resume(c);
 }
 
 /* Queues one line; a peer that lets its queue pass the cap is dropped, so
@@ -212,7 +231,7 @@ static void on_idle(uv_timer_t *t)
     if (c->subscribed)
         return;
     send_error(c, CR_E_BAD_REQUEST, "idle timeout");
-    client_finish(c);
+    client_finish(c, false);
 }
 
 static void handle_line(struct client *c, const char *line, size_t len)
@@ -240,59 +259,96 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(slab, sizeof(slab));
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+static bool backlogged(struct client *c)
 {
-    struct client *c = s->data;
-    if (n == UV_EOF && !c->closing) {
+    return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CR_CONTROL_PAUSE_OUTPUT;
+}
+
+/* Answers the complete lines in c->buf. A peer that pipelines requests
+ * without reading the answers is paused (no more input is read) while its
+ * unread output exceeds CR_CONTROL_PAUSE_OUTPUT, so one client can neither
+ * make corrald buffer without bound nor hold the loop for long. */
+static void process(struct client *c)
+{
+    size_t off = 0;
+    while (!c->closing) {
+        if (backlogged(c)) {
+            c->paused = true;
+            uv_read_stop((uv_stream_t *)&c->pipe);
+            break;
+        }
+        char *nl = memchr(c->buf + off, '\n', c->len - off);
+        if (!nl)
+            break;
+        handle_line(c, c->buf + off, (size_t)(nl - (c->buf + off)));
+        off = (size_t)(nl - c->buf) + 1;
+    }
+    if (c->closing)
+        return;
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+    if (c->paused)
+        return;
+    if (c->len > CR_CONTROL_MAX_LINE) {
+        send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
+        client_finish(c, true);
+        return;
+    }
+    if (c->eof) {
         /* The peer is done sending (`printf '{"cmd":"ping"}' | socat`):
          * answer an unterminated last line, then close once it is out. */
         if (c->len)
             handle_line(c, c->buf, c->len);
         c->len = 0;
         if (!c->subscribed)
-            client_finish(c);
-        else
-            uv_read_stop(s);
+            client_finish(c, false);
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct client *c = s->data;
+    if (c->draining) {
+        if (n < 0)
+            client_close(c);
+        return;
+    }
+    if (c->closing || n == 0)
+        return;
+    if (n == UV_EOF) {
+        c->eof = true;
+        uv_read_stop(s);
+        process(c);
         return;
     }
     if (n < 0) {
         client_close(c);
         return;
     }
-    if (n == 0 || c->closing)
-        return;
     uv_timer_again(&c->idle);
-    size_t off = 0;
-    while (off < (size_t)n && !c->closing) {
-        const char *nl = memchr(b->base + off, '\n', (size_t)n - off);
-        size_t take = nl ? (size_t)(nl - (b->base + off)) : (size_t)n - off;
-        if (c->len + take > CR_CONTROL_MAX_LINE) {
-            send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
-            client_finish(c);
-            return;
-        }
-        if (c->len || !nl) {
-            char *nb = realloc(c->buf, c->len + take + 1);
-            if (!nb) {
-                client_close(c);
-                return;
-            }
-            c->buf = nb;
-            memcpy(c->buf + c->len, b->base + off, take);
-            c->len += take;
-        }
-        if (nl) {
-            if (c->len) {
-                handle_line(c, c->buf, c->len);
-                c->len = 0;
-            } else {
-                handle_line(c, b->base + off, take);
-            }
-            off += take + 1;
-        } else {
-            off += take;
-        }
+    /* Bounded: unpaused, at most one partial line (<= the cap) remains
+     * between reads; paused, nothing more is read. */
+    char *nb = realloc(c->buf, c->len + (size_t)n + 1);
+    if (!nb) {
+        client_close(c);
+        return;
     }
+    c->buf = nb;
+    memcpy(c->buf + c->len, b->base, (size_t)n);
+    c->len += (size_t)n;
+    process(c);
+}
+
+/* A paused client resumes once its unread output has halved. */
+static void maybe_resume(struct client *c)
+{
+    if (c->closing || !c->paused ||
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CR_CONTROL_PAUSE_OUTPUT / 2)
+        return;
+    c->paused = false;
+    process(c);
+    if (!c->paused && !c->closing && !c->eof)
+        uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 
 /* The peer's supplementary groups (SO_PEERGROUPS, Linux 4.13+) count
@@ -348,14 +404,14 @@ static void on_connection(uv_stream_t *server, int status)
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0 || !allowed(ctl, fd, &cr)) {
         cr_log(CR_LOG_WARNING, "control: refused peer pid %d uid %d", (int)cr.pid, (int)cr.uid);
         send_error(c, CR_E_FORBIDDEN, "this user may not use corrald's control socket");
-        client_finish(c);
+        client_finish(c, true);
         return;
     }
     c->uid = cr.uid;
     c->pid = cr.pid;
     if (ctl->nclients > ctl->sup->cfg.control_max_clients) {
         send_error(c, CR_E_BUSY, "too many control clients");
-        client_finish(c);
+        client_finish(c, true);
         return;
     }
     uv_timer_start(&c->idle, on_idle, ctl->idle_ms, ctl->idle_ms);
@@ -453,7 +509,7 @@ int cr_control_open(struct cr_supervisor *sup)
     if (r == 0)
         r = chmod(ctl->path, 0660) < 0 ? -errno : 0;
     if (r == 0)
-        r = uv_listen((uv_stream_t *)&ctl->server, 64, on_connection);
+        r = uv_listen((uv_stream_t *)&ctl->server, 512, on_connection);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "control socket %s: %s", ctl->path, uv_strerror(r));
         uv_close((uv_handle_t *)&ctl->server, NULL);

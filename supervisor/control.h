@@ -13,6 +13,7 @@ struct cr_control;
 
 #define CR_CONTROL_MAX_LINE (64 * 1024)
 #define CR_CONTROL_MAX_OUTPUT (4u << 20) /* queued bytes before a client is dropped */
+#define CR_CONTROL_PAUSE_OUTPUT (256u << 10) /* queued bytes that pause reading a client's requests */
 #define CR_CONTROL_IDLE_MS 60000
 
 /* Opens the socket named by the config (or the default). Logs on failure. */

@@ -272,6 +272,15 @@ cJSON *cr_control_handle(struct cr_supervisor *sup, const char *line, size_t len
     if (!in)
         return error_obj(CR_E_BAD_JSON, "not valid JSON (near byte %ld)",
                          end ? (long)(end - line) : 0L);
+    /* One value per line: anything but blanks after it is an error (cJSON
+     * stops at the end of the first value and would ignore the rest). */
+    size_t used = (size_t)(end - line);
+    while (used < len && line[used] && strchr(" \t\r", line[used]))
+        used++;
+    if (used < len) {
+        cJSON_Delete(in);
+        return error_obj(CR_E_BAD_JSON, "trailing data after the request (byte %zu)", used);
+    }
     cJSON *res = NULL;
     if (!cJSON_IsObject(in)) {
         res = error_obj(CR_E_BAD_REQUEST, "a request is a JSON object");

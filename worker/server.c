@@ -143,6 +143,7 @@ static bool conn_idle(const struct cr_conn *c)
 /* Called by response.c after a write completed and its request was freed. */
 void cr_conn_after_write(struct cr_conn *c)
 {
+    c->served++;
     if (c->state == CONN_CLOSING && !c->head) {
         conn_linger(c);
         return;
@@ -525,6 +526,8 @@ int cr_server_listen(struct cr_server *srv, const char *host, int port, int back
 
 /* ---- drain ---- */
 
+#define DRAIN_FRESH_GRACE_MS 1000
+
 static void listener_closed(uv_handle_t *h)
 {
     struct cr_server *srv = h->data;
@@ -555,10 +558,15 @@ void cr_server_drain(struct cr_server *srv, void (*done)(void *ud), void *ud)
     }
     for (struct cr_conn *c = srv->conns, *n; c; c = n) {
         n = c->next;
-        if (c->state == CONN_OPEN && conn_idle(c))
-            cr_conn_close(c);
-        else if (c->state == CONN_OPEN && c->cur && !c->head)
-            cr_conn_close(c); /* a half-sent request is not in flight yet */
+        if (c->state != CONN_OPEN || !conn_idle(c))
+            continue; /* in flight, or a request half read (its timers bound it) */
+        if (c->served)
+            cr_conn_close(c); /* an idle keep-alive: the client retries elsewhere */
+        else
+            /* Accepted but nothing read yet: its first request is most
+             * likely on the wire. Closing now would turn a graceful drain
+             * into an empty reply; give it a moment to arrive. */
+            arm(c, TIMER_IDLE, DRAIN_FRESH_GRACE_MS);
     }
     cr_server_check_drained(srv);
 }

@@ -35,6 +35,7 @@ struct cr_conn {
     char field[16]; /* start of the current header name, lowercased */
     size_t field_len;
     bool expect_continue;
+    unsigned served; /* responses written on this connection */
     struct cr_conn *prev, *next;
 };
 

@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
