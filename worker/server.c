@@ -454,11 +454,10 @@ static int p_complete(void *ud)
 
 /* ---- listening ---- */
 
-static void on_connection(uv_stream_t *l, int status)
+static void accept_one(struct cr_server *srv)
 {
-    struct cr_server *srv = l->data;
-    if (status < 0 || srv->draining)
-        return;
+    uv_stream_t *l = (uv_stream_t *)&srv->listener;
+    srv->accept_pending = false;
     struct cr_conn *c = calloc(1, sizeof(*c));
     if (!c)
         return;
@@ -483,9 +482,34 @@ static void on_connection(uv_stream_t *l, int status)
     arm(c, TIMER_IDLE, srv->cfg.keepalive_timeout_ms);
 }
 
+static void on_accept_check(uv_check_t *h)
+{
+    struct cr_server *srv = h->data;
+    uv_check_stop(h);
+    if (srv->accept_pending)
+        accept_one(srv);
+}
+
+/* libuv hands over one kernel-accepted connection and stops watching the
+ * listener until uv_accept() takes it. Taking it only at the end of this
+ * loop turn means a worker accepts one connection per turn: it never
+ * grabs a batch of connections and then runs one long request while the
+ * rest wait behind it — the other workers, idle in epoll, take them. */
+static void on_connection(uv_stream_t *l, int status)
+{
+    struct cr_server *srv = l->data;
+    if (status < 0 || srv->draining)
+        return;
+    srv->accept_pending = true;
+    uv_check_start(&srv->accept_check, on_accept_check);
+}
+
 static int start_listening(struct cr_server *srv, int backlog)
 {
     srv->listener.data = srv;
+    uv_check_init(srv->loop, &srv->accept_check);
+    srv->accept_check.data = srv;
+    srv->check_open = true;
     int r = uv_listen((uv_stream_t *)&srv->listener, backlog, on_connection);
     if (r == 0)
         srv->listening = true;
@@ -535,9 +559,17 @@ static void listener_closed(uv_handle_t *h)
     cr_server_check_drained(srv);
 }
 
+static void check_closed(uv_handle_t *h)
+{
+    struct cr_server *srv = h->data;
+    srv->check_open = false;
+    cr_server_check_drained(srv);
+}
+
 void cr_server_check_drained(struct cr_server *srv)
 {
-    if (!srv->draining || srv->listener_open || srv->conns || srv->stats.inflight)
+    if (!srv->draining || srv->listener_open || srv->check_open || srv->conns ||
+        srv->stats.inflight)
         return;
     void (*done)(void *) = srv->drained;
     srv->drained = NULL;
@@ -552,6 +584,11 @@ void cr_server_drain(struct cr_server *srv, void (*done)(void *ud), void *ud)
     srv->draining = true;
     srv->drained = done;
     srv->drained_ud = ud;
+    /* A connection the kernel already handed us is served, not reset. */
+    if (srv->accept_pending)
+        accept_one(srv);
+    if (srv->check_open)
+        uv_close((uv_handle_t *)&srv->accept_check, check_closed);
     if (srv->listener_open) {
         srv->listener.data = srv;
         uv_close((uv_handle_t *)&srv->listener, listener_closed);

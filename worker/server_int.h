@@ -45,6 +45,9 @@ struct cr_server {
     cr_server_handler handler;
     void *ud;
     uv_tcp_t listener;
+    uv_check_t accept_check; /* takes one pending connection per loop turn */
+    bool accept_pending;
+    bool check_open;
     bool listening;
     bool listener_open;
     bool draining;
