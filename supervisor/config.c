@@ -67,6 +67,7 @@ static const struct opt opts[] = {
     {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
     {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, false, NULL, "run without per-worker cgroups"},
     {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), 0, true, "MS", "memory sample period (default 250)"},
+    {"pss", 0, OPT_BOOL, OFF(pss), 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
     {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 100000, false, "N", "samples kept per worker (default 240)"},
     {"history", 0, OPT_UINT, OFF(history), 100000, false, "N", "death records kept (default 256)"},
     {"max-requests", 0, OPT_U64, OFF(max_requests), 0, true, "N", "recycle a worker after N requests; 0 = never"},

@@ -50,6 +50,7 @@ struct cr_config {
     char *cgroup_parent;
     bool no_cgroups;
     uint64_t sample_interval_ms;
+    bool pss;                  /* sample PSS (smaps_rollup) instead of RSS (statm) */
     unsigned sample_ring;
     unsigned history;
     uint64_t max_requests;

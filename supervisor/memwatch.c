@@ -35,6 +35,23 @@ static uint64_t read_rss(pid_t pid)
     return resident * page_size;
 }
 
+/* Proportional set size: shared pages divided among their sharers, so N
+ * forked workers do not each count the pages they share. */
+static uint64_t read_pss(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
 static void fmt_mib(char *buf, size_t len, uint64_t b)
 {
     snprintf(buf, len, "%.1f MiB", (double)b / (1024.0 * 1024.0));
@@ -88,7 +105,7 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
         return;
     if (!w->samples && cr_trend_ring_new(sup->cfg.sample_ring, &w->samples) < 0)
         return;
-    w->rss = read_rss(w->pid);
+    w->rss = sup->cfg.pss ? read_pss(w->pid) : read_rss(w->pid);
     if (w->cg) {
         uint64_t u = 0;
         if (cr_cgroup_read_usage(w->cg, &u) == 0)

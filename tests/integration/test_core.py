@@ -203,5 +203,22 @@ def test_config_file():
     assert p.returncode == 0 and "--memory-soft" in p.stdout
 
 
+def test_pss():
+    """--pss samples proportional set size: with two workers sharing their
+    program's pages, each one's PSS is below its RSS."""
+    c = ct.Corrald(workers=2)
+    try:
+        time.sleep(0.6)
+        rss = {w["pid"]: w["rss_bytes"] for w in c.workers()}
+        assert all(v > 0 for v in rss.values()), rss
+        assert c.ctl("set", key="pss", value=True)["ok"]
+        time.sleep(0.6)
+        pss = {w["pid"]: w["rss_bytes"] for w in c.workers()}
+        for pid in rss:
+            assert 0 < pss[pid] < rss[pid], (pss, rss)
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])
