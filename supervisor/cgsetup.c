@@ -85,6 +85,10 @@ int cr_cg_setup(struct cr_supervisor *sup)
     char *base = NULL;
     if (c->cgroup_parent) {
         base = strdup(c->cgroup_parent);
+        struct cr_cgroup *probe = NULL;
+        /* A parent corrald makes is a parent corrald removes. */
+        sup->cg_base_created = cr_cgroup_open(c->cgroup_parent, false, &probe) < 0;
+        cr_cgroup_free(probe);
     } else if ((r = cr_cgroup_of_pid(0, &base)) < 0) {
         cr_log(CR_LOG_ERR, "cannot find corrald's own cgroup: %s", strerror(-r));
         free(mount);
@@ -366,6 +370,12 @@ void cr_cg_done(struct cr_supervisor *sup)
     if (sup->cg_workers)
         cr_cgroup_remove(sup->cg_workers, 1000);
     sup->cg_workers = cr_cgroup_free(sup->cg_workers);
+    if (sup->cg_base_created) {
+        struct cr_cgroup *base = NULL;
+        if (cr_cgroup_open(sup->cg_base, false, &base) == 0)
+            cr_cgroup_remove(base, 1000);
+        cr_cgroup_free(base);
+    }
     free(sup->cg_base);
     sup->cg_base = NULL;
 }

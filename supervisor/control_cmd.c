@@ -44,11 +44,19 @@ static const cJSON *arg(const struct req *r, const char *k)
     return cJSON_GetObjectItemCaseSensitive(r->in, k);
 }
 
+/* An integer in [min, max]; the range is checked before any conversion
+ * (a double outside int's range must never be cast). */
+static bool int_in(const cJSON *v, int min, int max)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= min && v->valuedouble <= max &&
+           v->valuedouble == (double)(int)v->valuedouble;
+}
+
 /* A worker id: a positive integer. */
 static int worker_arg(const struct req *r, const char *k, int *ret, cJSON **err)
 {
     const cJSON *v = arg(r, k);
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valueint < 1) {
+    if (!int_in(v, 1, 1 << 30)) {
         *err = error_obj(CR_E_BAD_ARGUMENT, "'%s' must be a worker id (a positive integer)", k);
         return -EINVAL;
     }
@@ -109,8 +117,7 @@ static cJSON *cmd_history(struct req *r)
 static cJSON *cmd_scale(struct req *r)
 {
     const cJSON *v = arg(r, "workers");
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
-        v->valueint < 1 || v->valueint > 4096)
+    if (!int_in(v, 1, 4096))
         return error_obj(CR_E_BAD_ARGUMENT, "'workers' must be an integer from 1 to 4096");
     int e = cr_supervisor_scale(r->sup, (unsigned)v->valueint);
     if (e == -ESHUTDOWN)
@@ -158,8 +165,7 @@ static const struct {
 
 static int parse_signal(const cJSON *v)
 {
-    if (cJSON_IsNumber(v) && v->valueint >= 1 && v->valueint <= 64 &&
-        v->valuedouble == (double)v->valueint)
+    if (int_in(v, 1, 64))
         return v->valueint;
     if (!cJSON_IsString(v))
         return -EINVAL;
@@ -200,7 +206,7 @@ static cJSON *cmd_set(struct req *r)
     if (cJSON_IsString(v))
         snprintf(buf, sizeof(buf), "%s", v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 0)
-        snprintf(buf, sizeof(buf), "%.0f", v->valuedouble);
+        snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
     else if (cJSON_IsBool(v))
         snprintf(buf, sizeof(buf), "%s", cJSON_IsTrue(v) ? "true" : "false");
     else

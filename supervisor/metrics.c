@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,7 @@ static double g_requests(const struct cr_worker *w) { return (double)w->last.req
 static double g_inflight(const struct cr_worker *w) { return (double)w->last.inflight; }
 static double g_elu(const struct cr_worker *w) { return w->last.elu; }
 static double g_restarts(const struct cr_worker *w) { return w->restarts; }
-static double g_oom(const struct cr_worker *w) { return w->oom_events; }
+static double g_oom(const struct cr_worker *w) { return w->oom_kills; }
 static double g_pool(const struct cr_worker *w) { return (double)w->last.pool_queue; }
 static double g_gen(const struct cr_worker *w) { return w->generation; }
 
@@ -88,7 +89,7 @@ static const struct {
     {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight},
     {"corral_worker_event_loop_utilization_ratio", "gauge", "Event-loop utilization over the last report period.", g_elu},
     {"corral_worker_restarts_total", "counter", "Restarts of this worker slot.", g_restarts},
-    {"corral_worker_oom_events_total", "counter", "OOM events seen in the worker's cgroup this generation.", g_oom},
+    {"corral_worker_oom_kills_total", "counter", "Kernel OOM kills of this worker slot (own, ancestor or system limit).", g_oom},
     {"corral_worker_threadpool_queue", "gauge", "Jobs queued or running on the worker's thread pool.", g_pool},
     {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen},
 };
@@ -126,17 +127,22 @@ char *cr_metrics_text(struct cr_supervisor *sup)
                 put(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
                     worker_metrics[m].get(w));
     }
-    family(&b, "corral_worker_loop_delay_seconds", "gauge",
-           "Event-loop delay over the last report period, by quantile (1 = max).");
-    for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if (!listed(w))
-            continue;
-        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"0.5\"} %.6f\n", w->id,
-            (double)w->last.delay_p50_us / 1e6);
-        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"0.99\"} %.6f\n", w->id,
-            (double)w->last.delay_p99_us / 1e6);
-        put(&b, "corral_worker_loop_delay_seconds{worker=\"%d\",quantile=\"1\"} %.6f\n", w->id,
-            (double)w->last.delay_max_us / 1e6);
+    /* Three gauges, not one with a "quantile" label: that label belongs to
+     * summaries, and these are a window's statistics, reset each report. */
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } delays[] = {
+        {"corral_worker_loop_delay_p50_seconds", "Median event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p50_us)},
+        {"corral_worker_loop_delay_p99_seconds", "99th percentile event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p99_us)},
+        {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us)},
+    };
+    for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
+        family(&b, delays[d].name, "gauge", delays[d].help);
+        for (struct cr_worker *w = sup->workers; w; w = w->next)
+            if (listed(w))
+                put(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, w->id,
+                    (double)*(const uint64_t *)((const char *)&w->last + delays[d].off) / 1e6);
     }
     family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");

@@ -45,6 +45,7 @@ cJSON *cr_worker_json(struct cr_worker *w)
     if (w->cg)
         cJSON_AddStringToObject(o, "cgroup", cr_cgroup_rel(w->cg));
     num(o, "oom_events", w->oom_events);
+    num(o, "oom_kills", w->oom_kills);
     num(o, "loop_delay_p50_us", (double)w->last.delay_p50_us);
     num(o, "loop_delay_p99_us", (double)w->last.delay_p99_us);
     num(o, "loop_delay_max_us", (double)w->last.delay_max_us);

@@ -433,6 +433,7 @@ static void start_replacement(struct cr_worker *old)
     r->generation = old->generation;
     r->restart = old->restart;
     r->restarts = old->restarts;
+    r->oom_kills = old->oom_kills;
     r->replaces = old;
     old->replaced_by = r;
     start_or_backoff(r);
@@ -701,6 +702,9 @@ static void act_reap(struct cr_worker *w)
     cr_postmortem_set_stderr(pm, tail, tail_len);
     cr_history_push(sup->history, pm);
     sup->deaths_by_category[res.category]++;
+    if (res.category == CR_DEATH_OOM_OWN_LIMIT || res.category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
+        res.category == CR_DEATH_OOM_SYSTEM)
+        w->oom_kills++;
     snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(res.category));
     snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", res.reason);
     log_death(w, pm);
@@ -731,6 +735,8 @@ static void act_reap(struct cr_worker *w)
     if (w->replaced_by) {
         /* Died while its replacement was starting: the replacement owns the slot now. */
         w->replaced_by->replaces = NULL;
+        w->replaced_by->oom_kills = w->oom_kills;
+        w->replaced_by->restarts = w->restarts;
         w->replaced_by = NULL;
         worker_remove(w);
         cr_sd_update(sup);

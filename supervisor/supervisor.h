@@ -86,6 +86,7 @@ struct cr_worker {
     /* Slot-level restart bookkeeping (moves to the replacement). */
     struct cr_restart_state restart;
     unsigned restarts;
+    unsigned oom_kills; /* kernel OOM kills of this slot, all generations */
     uint64_t max_requests; /* this generation's cap with jitter, 0 = none */
 
     /* Handover: a replacement starting for `replaces`; the old one is
@@ -126,6 +127,7 @@ struct cr_supervisor {
     bool cgroups;
     int cg_layout; /* enum cr_cgroup_layout */
     char *cg_base;    /* rel path: workers live in <cg_base>/workers */
+    bool cg_base_created; /* --cgroup-parent did not exist: remove it at exit */
     struct cr_cgroup *cg_workers;
     struct cr_cgroup **cg_ancestors; /* enclosing groups whose limits count as "ancestor" */
     size_t cg_nancestors;

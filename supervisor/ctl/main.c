@@ -1,0 +1,250 @@
+/* corralctl: the command-line client of corrald's control socket.
+ * Exit codes: 0 ok, 1 corrald refused the command (ok:false), 2 usage,
+ * 3 cannot connect (or the connection broke). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "cr_config.h"
+#include "render.h"
+#include "top.h"
+
+enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
+
+struct opts {
+    const char *socket;
+    bool json;
+    int timeout_ms;
+};
+
+static void usage(FILE *f)
+{
+    fputs("Usage: corralctl [--json] [--socket PATH] COMMAND [ARG]...\n"
+          "Steer and inspect corrald over its control socket.\n\n"
+          "Commands:\n"
+          "  status                 supervisor summary and one row per worker\n"
+          "  workers                the worker table\n"
+          "  worker ID              everything about one worker\n"
+          "  history [N]            the last N deaths (default: all kept)\n"
+          "  scale N                run N workers\n"
+          "  restart ID|all         rolling restart of one worker or all\n"
+          "  reload                 rolling restart of all workers (new config)\n"
+          "  kill ID SIGNAL         send SIGNAL (KILL, TERM, 9, ...) to a worker\n"
+          "  set KEY VALUE          change a live setting (memory-max 256M, ...)\n"
+          "  events                 follow lifecycle events, one line each\n"
+          "  top                    live view, redrawn every second; q quits\n"
+          "  metrics                Prometheus text exposition\n"
+          "  ping                   check that corrald answers\n"
+          "  stop                   drain every worker and stop corrald\n\n"
+          "Options:\n"
+          "  -j, --json             print the raw protocol response(s)\n"
+          "  -s, --socket PATH      control socket (default: $RUNTIME_DIRECTORY/control.sock,\n"
+          "                         else /run/corral/control.sock if present, else ./corral.sock)\n"
+          "  -t, --timeout SEC      wait this long for an answer (default 10)\n"
+          "  -h, --help             show this help\n"
+          "  -V, --version          show the version\n\n"
+          "Exit status: 0 ok, 1 refused by corrald, 2 usage error, 3 cannot connect.\n",
+          f);
+}
+
+/* A decimal integer argument, or -1. */
+static long int_arg(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return (!*s || *end || errno || v < 0) ? -1 : v;
+}
+
+/* Builds the request for argv (the command and its arguments); NULL and a
+ * message on a usage error. */
+static cJSON *build_request(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int min, max;
+    } cmds[] = {{"status", 0, 0}, {"workers", 0, 0}, {"worker", 1, 1},  {"history", 0, 1},
+                {"scale", 1, 1},  {"restart", 1, 1}, {"reload", 0, 0},  {"kill", 2, 2},
+                {"set", 2, 2},    {"events", 0, 0},  {"metrics", 0, 0}, {"stop", 0, 0},
+                {"ping", 0, 0},   {"top", 0, 0}};
+    const char *name = argv[0];
+    int nargs = argc - 1;
+    size_t i = 0;
+    while (i < sizeof(cmds) / sizeof(cmds[0]) && strcmp(cmds[i].name, name) != 0)
+        i++;
+    if (i == sizeof(cmds) / sizeof(cmds[0])) {
+        fprintf(stderr, "corralctl: unknown command '%s' (see --help)\n", name);
+        return NULL;
+    }
+    if (nargs < cmds[i].min || nargs > cmds[i].max) {
+        fprintf(stderr, "corralctl: wrong number of arguments for '%s' (see --help)\n", name);
+        return NULL;
+    }
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "cmd", strcmp(name, "top") == 0 ? "status" : name);
+    long v = nargs ? int_arg(argv[1]) : 0;
+    const char *key = strcmp(name, "history") == 0 ? "n"
+                      : strcmp(name, "scale") == 0 ? "workers"
+                                                   : "worker";
+    if (nargs && strcmp(name, "set") == 0) {
+        cJSON_AddStringToObject(req, "key", argv[1]);
+        cJSON_AddStringToObject(req, "value", argv[2]);
+    } else if (nargs && strcmp(name, "restart") == 0 && strcmp(argv[1], "all") == 0) {
+        cJSON_AddStringToObject(req, "worker", "all");
+    } else if (nargs && v < 0) {
+        fprintf(stderr, "corralctl: '%s' is not a number\n", argv[1]);
+        cJSON_Delete(req);
+        return NULL;
+    } else if (nargs) {
+        cJSON_AddNumberToObject(req, key, (double)v);
+    }
+    if (nargs == 2 && strcmp(name, "kill") == 0) {
+        long sig = int_arg(argv[2]);
+        if (sig >= 0)
+            cJSON_AddNumberToObject(req, "signal", (double)sig);
+        else
+            cJSON_AddStringToObject(req, "signal", argv[2]);
+    }
+    return req;
+}
+
+static void print_human(const char *cmd, const cJSON *res)
+{
+    struct ctl_style st = ctl_style_for(stdout);
+    const cJSON *v;
+    if (strcmp(cmd, "status") == 0) {
+        ctl_print_supervisor(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "supervisor"));
+        fputc('\n', stdout);
+        ctl_print_workers(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "workers"));
+    } else if (strcmp(cmd, "workers") == 0) {
+        ctl_print_workers(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "workers"));
+    } else if (strcmp(cmd, "worker") == 0) {
+        ctl_print_worker(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "worker"));
+    } else if (strcmp(cmd, "history") == 0) {
+        ctl_print_history(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "history"));
+    } else if (strcmp(cmd, "metrics") == 0) {
+        fputs(ctl_str(res, "metrics"), stdout);
+    } else if (strcmp(cmd, "ping") == 0) {
+        printf("corrald answers: %s\n", ctl_str(res, "pong"));
+    } else if (strcmp(cmd, "scale") == 0) {
+        printf("scaling to %.0f workers\n", ctl_num(res, "workers"));
+    } else if (strcmp(cmd, "set") == 0) {
+        printf("%s = %s\n", ctl_str(res, "key"), ctl_str(res, "value"));
+    } else if (strcmp(cmd, "events") == 0) {
+        /* The stream that follows is the output. */
+    } else if ((v = cJSON_GetObjectItemCaseSensitive(res, "signal"))) {
+        printf("signal %.0f sent\n", v->valuedouble);
+    } else {
+        printf("ok\n");
+    }
+}
+
+/* Prints refusal details; returns the exit code for res. */
+static int check(const cJSON *res)
+{
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")))
+        return 0;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(res, "error");
+    fprintf(stderr, "corralctl: %s: %s\n", ctl_str(e, "code"), ctl_str(e, "message"));
+    return EXIT_REFUSED;
+}
+
+static int follow_events(struct ctl_conn *c, const struct opts *o)
+{
+    struct ctl_style st = ctl_style_for(stdout);
+    for (;;) {
+        char *line;
+        long n = ctl_read_line(c, -1, &line);
+        if (n < 0) {
+            fprintf(stderr, "corralctl: corrald closed the event stream\n");
+            return EXIT_CONNECT;
+        }
+        if (o->json) {
+            printf("%s\n", line);
+            continue;
+        }
+        cJSON *e = cJSON_ParseWithLengthOpts(line, (size_t)n, NULL, false);
+        if (e)
+            ctl_print_event(stdout, &st, e);
+        cJSON_Delete(e);
+    }
+}
+
+static int run(const struct opts *o, const char *cmd, cJSON *req)
+{
+    struct ctl_conn c;
+    int r = ctl_connect(&c, o->socket);
+    if (r < 0) {
+        fprintf(stderr, "corralctl: cannot connect to %s: %s\n", o->socket, strerror(-r));
+        return EXIT_CONNECT;
+    }
+    if (strcmp(cmd, "top") == 0 && !o->json) {
+        struct ctl_style st = ctl_style_for(stdout);
+        r = ctl_top(&c, &st, 1000);
+        ctl_close(&c);
+        return r;
+    }
+    if (strcmp(cmd, "events") == 0)
+        setvbuf(stdout, NULL, _IOLBF, 0); /* each event as it comes, even into a pipe */
+    cJSON *res = NULL;
+    char *raw = NULL;
+    r = ctl_call(&c, req, o->timeout_ms, &res, &raw);
+    if (r < 0) {
+        fprintf(stderr, "corralctl: no answer from corrald: %s\n", strerror(-r));
+        ctl_close(&c);
+        return EXIT_CONNECT;
+    }
+    if (o->json)
+        printf("%s\n", raw);
+    int code = check(res);
+    if (!code && !o->json)
+        print_human(cmd, res);
+    if (!code && strcmp(cmd, "events") == 0)
+        code = follow_events(&c, o);
+    cJSON_Delete(res);
+    ctl_close(&c);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},    {"socket", required_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    struct opts o = {.socket = NULL, .json = false, .timeout_ms = 10000};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "js:t:hV", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': o.json = true; break;
+        case 's': o.socket = optarg; break;
+        case 't': {
+            long v = int_arg(optarg);
+            if (v <= 0 || v > 86400) {
+                fprintf(stderr, "corralctl: --timeout wants seconds from 1 to 86400\n");
+                return EXIT_USAGE;
+            }
+            o.timeout_ms = (int)v * 1000;
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("corralctl %s\n", CR_VERSION); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!o.socket)
+        o.socket = ctl_default_socket();
+    cJSON *req = build_request(argc - optind, argv + optind);
+    if (!req)
+        return EXIT_USAGE;
+    int code = run(&o, argv[optind], req);
+    cJSON_Delete(req);
+    return code;
+}

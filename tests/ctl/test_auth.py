@@ -1,0 +1,119 @@
+"""Authorization of control-socket peers (needs root: runs clients as
+uid 65534 with setpriv)."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from charness import SKIP, Corrald, check, run_cases  # noqa: E402
+
+NOBODY = 65534
+
+CLIENT = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print(json.dumps({"connect_errno": e.errno}))
+    sys.exit(0)
+s.sendall(b'{"cmd":"ping"}\n')
+data = b""
+while b"\n" not in data:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+lines = [json.loads(l) for l in data.split(b"\n") if l]
+s.settimeout(1.5)
+try:
+    closed = s.recv(4096) == b""
+except socket.timeout:
+    closed = False
+print(json.dumps({"lines": lines, "closed": closed}))
+"""
+
+
+def need_root():
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("needs root and setpriv", file=sys.stderr)
+        sys.exit(SKIP)
+
+
+def as_nobody(sock, gid=NOBODY):
+    out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % gid,
+                          "--clear-groups", sys.executable, "-c", CLIENT, sock],
+                         capture_output=True, text=True, timeout=20)
+    check(out.returncode == 0, "client failed: %s" % out.stderr)
+    return json.loads(out.stdout)
+
+
+def open_dir(d):
+    # mkdtemp makes 0700: let others reach the socket, so that only the
+    # socket's own mode (or corrald's check) can refuse them.
+    os.chmod(d.tmp, 0o755)
+
+
+def case_mode():
+    """The socket is 0660: an outsider cannot even connect (EACCES)."""
+    need_root()
+    with Corrald(workers=1, name="mode") as d:
+        m = os.stat(d.sock).st_mode
+        check(stat.S_ISSOCK(m) and stat.S_IMODE(m) == 0o660, "socket mode %o" % stat.S_IMODE(m))
+        open_dir(d)
+        r = as_nobody(d.sock)
+        check(r.get("connect_errno") == 13, "uid 65534 on a 0660 root socket: %r" % r)
+        check(d.request({"cmd": "ping"})["ok"], "root refused")
+
+
+def case_peercred():
+    """With the mode opened up, SO_PEERCRED is what refuses: one error line,
+    then the connection is closed."""
+    need_root()
+    with Corrald(workers=1, name="cred") as d:
+        open_dir(d)
+        os.chmod(d.sock, 0o666)
+        r = as_nobody(d.sock)
+        lines = r.get("lines")
+        check(lines is not None and len(lines) == 1, "expected exactly one line: %r" % r)
+        check(lines[0]["ok"] is False and lines[0]["error"]["code"] == "forbidden",
+              "expected forbidden: %r" % lines)
+        check(r["closed"], "refused peer left connected")
+        check("refused peer" in d.logtext(), "refusal not logged")
+        check(d.request({"cmd": "ping"})["ok"], "root refused after an outsider")
+
+
+def case_allow_uid():
+    """--control-allow-uid admits that uid (socket opened by mode)."""
+    need_root()
+    with Corrald(workers=1, name="uid", args=["--control-allow-uid", "1234,%d" % NOBODY]) as d:
+        open_dir(d)
+        os.chmod(d.sock, 0o666)
+        r = as_nobody(d.sock)
+        check(r.get("lines") == [{"ok": True, "pong": "corral"}], "allowed uid: %r" % r)
+
+
+def case_group():
+    """--control-group: the socket is group-owned 0660 and members get in,
+    both by the mode and by corrald's check; non-members do not."""
+    need_root()
+    import grp
+    g = grp.getgrgid(NOBODY).gr_name
+    with Corrald(workers=1, name="grp", args=["--control-group", g]) as d:
+        open_dir(d)
+        st = os.stat(d.sock)
+        check(st.st_gid == NOBODY and stat.S_IMODE(st.st_mode) == 0o660,
+              "group/mode %d %o" % (st.st_gid, stat.S_IMODE(st.st_mode)))
+        r = as_nobody(d.sock, gid=NOBODY)
+        check(r.get("lines") == [{"ok": True, "pong": "corral"}], "group member: %r" % r)
+        r = as_nobody(d.sock, gid=4242)
+        check(r.get("connect_errno") == 13, "non-member: %r" % r)
+
+
+if __name__ == "__main__":
+    run_cases({"mode": case_mode, "peercred": case_peercred, "allow_uid": case_allow_uid,
+               "group": case_group})
