@@ -167,7 +167,7 @@ SUITES = [
 NOTES = {
     'supervision': (
         'Restart: corrald runs with `--backoff-initial 1ms --backoff-max 1ms --crash-budget 64` '
-        '(the default first restart waits 100 ms on purpose, doubling per consecutive crash); '
+        '(the kills come back to back: with the defaults a lone death restarts at once, but a worker killed again before it ran 30 s backs off 100 ms, doubling, on purpose); '
         'corral runs 1 worker, Node a cluster of 2 (`--workers 1` runs Node without cluster, '
         'which restarts nothing). "start-up" is corrald\'s own log (worker spawned → READY, '
         '"ready: pid P after N ms") for corral, and kill → the "restarted" line (replacement '
