@@ -37,6 +37,10 @@ struct opt {
 
 #define OFF(f) offsetof(struct cr_config, f)
 
+/* Bounds that keep every later product and sum far from overflow. */
+#define CR_MAX_SIZE (1ull << 50)                       /* 1 PiB */
+#define CR_MAX_DURATION_MS (30ull * 24 * 3600 * 1000) /* 30 days */
+
 static const struct opt opts[] = {
     {"config", 'c', OPT_STR, OFF(config_file), 0, false, "FILE", "JSON config file; flags win over it"},
     {"workers", 'w', OPT_UINT, OFF(workers), 4096, true, "N", "worker processes (default: available cores)"},
@@ -70,8 +74,8 @@ static const struct opt opts[] = {
     {"pss", 0, OPT_BOOL, OFF(pss), 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
     {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 100000, false, "N", "samples kept per worker (default 240)"},
     {"history", 0, OPT_UINT, OFF(history), 100000, false, "N", "death records kept (default 256)"},
-    {"max-requests", 0, OPT_U64, OFF(max_requests), 0, true, "N", "recycle a worker after N requests; 0 = never"},
-    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, true, "N", "random 0..N added to --max-requests per worker"},
+    {"max-requests", 0, OPT_U64, OFF(max_requests), 1000000000000000ull, true, "N", "recycle a worker after N requests; 0 = never"},
+    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), 0, true, "SEC", "recycle a worker after this uptime; 0 = never"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 4096, true, "N", "workers recycled at once (default 1)"},
     {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
@@ -179,7 +183,7 @@ static int parse_scaled(const char *s, const char *const *units, const uint64_t 
         m = mult[i];
     }
     double r = v * (double)m;
-    if (r >= 18446744073709551615.0)
+    if (r >= 9223372036854775807.0) /* llround is defined below 2^63 only */
         return -ERANGE;
     *ret = (uint64_t)llround(r);
     return 0;
@@ -230,7 +234,7 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
             *(uint64_t *)field = v;
         return 0;
     case OPT_SIZE:
-        if (cr_parse_size(value, &v) < 0)
+        if (cr_parse_size(value, &v) < 0 || v > CR_MAX_SIZE)
             return fail(err, errlen, "--%s: '%s' is not a size (e.g. 64M, 1G, 4096)", o->name,
                         value);
         *(uint64_t *)field = v;
@@ -250,7 +254,7 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
             cfg->memory_soft = 0;
             return 0;
         }
-        if (cr_parse_size(value, &v) < 0)
+        if (cr_parse_size(value, &v) < 0 || v > CR_MAX_SIZE)
             return fail(err, errlen, "--%s: '%s' is not a size or a percentage", o->name, value);
         cfg->memory_soft = v;
         cfg->memory_soft_pct = 0;
@@ -258,11 +262,11 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     }
     case OPT_MS:
     case OPT_MS_MS:
-        if (o->type == OPT_MS_MS && cr_parse_uint(value, 0, &v) == 0) {
+        if (o->type == OPT_MS_MS && cr_parse_uint(value, CR_MAX_DURATION_MS, &v) == 0) {
             *(uint64_t *)field = v;
             return 0;
         }
-        if (cr_parse_duration_ms(value, &v) < 0)
+        if (cr_parse_duration_ms(value, &v) < 0 || v > CR_MAX_DURATION_MS)
             return fail(err, errlen, "--%s: '%s' is not a duration (e.g. 10, 500ms, 2s, 1m)",
                         o->name, value);
         *(uint64_t *)field = v;

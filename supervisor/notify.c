@@ -207,7 +207,9 @@ fail:;
 
 ssize_t cr_notify_recv(int fd, char *buf, size_t len, pid_t *ret_pid)
 {
-    for (;;) {
+    /* Bounded: anyone may send to the socket, and dropped datagrams must
+     * not hold the loop. */
+    for (int dropped = 0; dropped < 64; dropped++) {
         union {
             struct cmsghdr h;
             char b[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 8)];
@@ -239,4 +241,5 @@ ssize_t cr_notify_recv(int fd, char *buf, size_t len, pid_t *ret_pid)
         *ret_pid = pid;
         return n;
     }
+    return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -109,14 +110,23 @@ int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
         (r = dup_high(o->out_fd, &out)) < 0)
         goto out;
 
+    /* Block every signal across fork, as uv_spawn does: until the child has
+     * reset them, libuv's handlers would run in the child and write into
+     * the signal pipe it shares with the parent. The child unblocks after
+     * resetting the dispositions. */
+    sigset_t all, saved;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
     pid_t ppid = getpid();
     pid_t pid = fork();
-    if (pid < 0) {
-        r = -errno;
-        goto out;
-    }
     if (pid == 0)
         child(o, gate[0], gate[1], errp[1], fd3, fd4, out, ppid);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (pid < 0) {
+        r = -fork_errno;
+        goto out;
+    }
 
     close_fd(&gate[0]);
     close_fd(&errp[1]);

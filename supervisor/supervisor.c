@@ -278,7 +278,24 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
 
 static uint64_t jitter(uint64_t max)
 {
+    /* The option is capped far below UINT64_MAX, so max + 1 cannot wrap. */
     return max ? (uint64_t)random() % (max + 1) : 0;
+}
+
+/* Generations never repeat within a slot, even when a new worker takes the
+ * id of one still draining: each has a cgroup of its own. */
+static unsigned next_generation(struct cr_supervisor *sup, int id)
+{
+    if ((size_t)id >= sup->ngenerations) {
+        size_t n = (size_t)id + 16;
+        unsigned *g = realloc(sup->generations, n * sizeof(*g));
+        if (!g)
+            return 0;
+        memset(g + sup->ngenerations, 0, (n - sup->ngenerations) * sizeof(*g));
+        sup->generations = g;
+        sup->ngenerations = n;
+    }
+    return ++sup->generations[id];
 }
 
 /* Forks and execs the next generation of w. -errno when nothing runs. */
@@ -291,7 +308,8 @@ static int worker_spawn(struct cr_worker *w)
     char *path = NULL;
     int slot, r;
 
-    w->generation++;
+    unsigned gen = next_generation(sup, w->id);
+    w->generation = gen ? gen : w->generation + 1;
     w->pid = 0;
     w->exec_errno = 0;
     w->kill_reason = CR_KILL_NONE;
@@ -356,8 +374,12 @@ static int worker_spawn(struct cr_worker *w)
     r = cr_io_adopt(w, res.pidfd, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
     if (r < 0) {
-        /* Without its watch the process cannot be supervised: end it. */
+        /* Without its watch the process cannot be supervised: end it and
+         * reap it here, the one place that can. */
         kill(res.pid, SIGKILL);
+        waitpid(res.pid, NULL, 0);
+        w->pid = 0;
+        cr_cg_worker_release(w);
         goto out;
     }
     if (w->exec_errno)
@@ -456,17 +478,24 @@ static void pump_recycles(struct cr_supervisor *sup)
             pending = true;
     if (!pending && sup->reloading) {
         sup->reloading = false;
-        cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
+        if (sup->reload_failed)
+            cr_log(CR_LOG_ERR, "reload finished: %u replacement(s) died before ready; their "
+                               "old workers keep serving", sup->reload_failed);
+        else
+            cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
+        sup->reload_failed = 0;
         cr_sd_update(sup);
     }
 }
 
 void cr_worker_recycle(struct cr_worker *w, const char *why)
 {
-    if (w->recycle_queued || w->replaced_by || w->retire_on_exit || w->replaces)
+    if (w->recycle_queued || w->replaced_by || w->retire_on_exit || w->replaces ||
+        !cr_wstate_has_process(w->state) || w->state == CR_WS_DRAINING ||
+        w->state == CR_WS_KILLING || cr_now_ms(w->sup) < w->recycle_after)
         return;
     w->recycle_queued = true;
-    snprintf(w->kill_text, sizeof(w->kill_text), "%s", why);
+    snprintf(w->recycle_text, sizeof(w->recycle_text), "%s", why);
     cr_log_event(CR_LOG_NOTICE, "recycle", w->id, w->pid, NULL, "worker %d: recycle: %s", w->id,
                  why);
     emit_simple(w, "recycling", "reason", why);
@@ -478,9 +507,10 @@ static void drain(struct cr_worker *w, enum cr_kill_reason why, const char *text
 {
     w->retire_on_exit = true;
     w->recycle_queued = false;
-    if (cr_wstate_has_process(w->state)) {
+    /* Only a drain that really sends SIGTERM changes the ledger: a worker
+     * corrald is already killing (hang, stop timeout) dies for that. */
+    if (w->state == CR_WS_STARTING || w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) {
         w->kill_reason = why;
-        /* text may be w->kill_text itself (a queued recycle's reason). */
         if (text && text != w->kill_text)
             snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
     }
@@ -510,7 +540,7 @@ static void act_become_ready(struct cr_worker *w)
         struct cr_worker *old = w->replaces;
         w->replaces = NULL;
         old->replaced_by = NULL;
-        drain(old, CR_KILL_RECYCLE, old->kill_text[0] ? old->kill_text : "recycled");
+        drain(old, CR_KILL_RECYCLE, old->recycle_text[0] ? old->recycle_text : "recycled");
     }
     cr_sd_update(sup);
     pump_recycles(sup);
@@ -629,6 +659,29 @@ void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
 
 /* ---- death -------------------------------------------------------------- */
 
+/* A replacement died before it was ready: the old worker keeps serving, and
+ * the next attempt to recycle it waits like a restart after a crash would —
+ * otherwise a trigger that fires every sample would respawn in a storm. */
+static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptime)
+{
+    struct cr_supervisor *sup = r->sup;
+    struct cr_worker *old = r->replaces;
+    struct cr_restart_policy p = {
+        sup->cfg.backoff_initial_ms, sup->cfg.backoff_max_ms, sup->cfg.backoff_reset_ms,
+        sup->cfg.crash_budget,       sup->cfg.crash_window_ms, sup->cfg.failed_retry_ms};
+    struct cr_restart_decision d = cr_restart_decide(&p, &old->restart, now, uptime, false);
+    uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
+    old->recycle_after = now + wait;
+    old->recycle_queued = false;
+    if (sup->reloading)
+        sup->reload_failed++;
+    cr_log_event(CR_LOG_WARNING, "replacement-failed", r->id, 0, NULL,
+                 "worker %d: the replacement died before it was ready; the old worker keeps "
+                 "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
+    worker_remove(r);
+    pump_recycles(sup);
+}
+
 static void log_death(struct cr_worker *w, const struct cr_postmortem *pm)
 {
     char status[40], peak[48], line[2048];
@@ -722,9 +775,8 @@ static void act_reap(struct cr_worker *w)
     free(pm);
 
     cr_cg_worker_release(w);
-    pid_t dead = w->pid;
     w->pid = 0;
-    (void)dead;
+    w->recycle_queued = false; /* a recycle asked of this process died with it */
 
     /* What follows the death. */
     if (w->retire_on_exit || sup->stopping) {
@@ -743,11 +795,7 @@ static void act_reap(struct cr_worker *w)
         return;
     }
     if (w->replaces) {
-        cr_log_event(CR_LOG_WARNING, "replacement-failed", w->id, 0, NULL,
-                     "worker %d: the replacement died before it was ready; the old worker "
-                     "keeps serving", w->id);
-        worker_remove(w);
-        pump_recycles(sup);
+        replacement_failed(w, now, ev.uptime_ms);
         return;
     }
     struct cr_restart_policy p = {
@@ -847,6 +895,7 @@ void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
     if (sup->stopping)
         return;
     sup->reloading = true;
+    sup->reload_failed = 0;
     cr_sd_notify(sup, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading: replacing every "
                       "worker",
                  (unsigned long long)(uv_hrtime() / 1000));
@@ -892,22 +941,32 @@ static void close_cb_noop(uv_handle_t *h)
     (void)h;
 }
 
-static void maybe_finish_stop(struct cr_supervisor *sup)
+static void finish_stop(uv_timer_t *t)
 {
-    if (!sup->stopping || sup->workers)
-        return;
+    struct cr_supervisor *sup = t->data;
     cr_log(CR_LOG_NOTICE, "every worker is gone; exiting");
     extern void cr_control_close(struct cr_control * c);
     if (sup->control)
         cr_control_close(sup->control);
     sup->control = NULL;
-    uv_handle_t *hs[] = {(uv_handle_t *)&sup->sig_term, (uv_handle_t *)&sup->sig_int,
-                         (uv_handle_t *)&sup->sig_hup,  (uv_handle_t *)&sup->sample_timer,
-                         (uv_handle_t *)&sup->sd_timer, (uv_handle_t *)&sup->notify_poll,
-                         (uv_handle_t *)&sup->cg_trash_timer};
+    uv_handle_t *hs[] = {(uv_handle_t *)&sup->sig_term,     (uv_handle_t *)&sup->sig_int,
+                         (uv_handle_t *)&sup->sig_hup,      (uv_handle_t *)&sup->sample_timer,
+                         (uv_handle_t *)&sup->sd_timer,     (uv_handle_t *)&sup->notify_poll,
+                         (uv_handle_t *)&sup->cg_trash_timer, (uv_handle_t *)&sup->finish_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
             uv_close(hs[i], close_cb_noop);
+}
+
+/* Once stopping and empty, exit from the next loop turn: a control client
+ * whose `stop` emptied the table still gets its answer queued first. */
+static void maybe_finish_stop(struct cr_supervisor *sup)
+{
+    if (!sup->stopping || sup->workers || sup->finish_timer.type == UV_UNKNOWN_HANDLE ||
+        uv_is_active((uv_handle_t *)&sup->finish_timer) ||
+        uv_is_closing((uv_handle_t *)&sup->finish_timer))
+        return;
+    uv_timer_start(&sup->finish_timer, finish_stop, 0, 0);
 }
 
 void cr_supervisor_stop(struct cr_supervisor *sup)
@@ -1013,7 +1072,9 @@ int cr_supervisor_start(struct cr_supervisor *sup, uv_loop_t *loop)
     uv_timer_init(loop, &sup->sample_timer);
     uv_timer_init(loop, &sup->sd_timer);
     uv_timer_init(loop, &sup->cg_trash_timer);
+    uv_timer_init(loop, &sup->finish_timer);
     sup->sample_timer.data = sup->sd_timer.data = sup->cg_trash_timer.data = sup;
+    sup->finish_timer.data = sup;
 
     if ((r = cr_history_new(sup->cfg.history, &sup->history)) < 0)
         return r;
@@ -1057,5 +1118,6 @@ void cr_supervisor_done(struct cr_supervisor *sup)
     cr_listen_close(&sup->listener);
     sup->history = cr_history_free(sup->history);
     free(sup->worker_path);
+    free(sup->generations);
     cr_config_done(&sup->cfg);
 }

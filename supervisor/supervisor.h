@@ -95,6 +95,8 @@ struct cr_worker {
     struct cr_worker *replaced_by;
     bool retire_on_exit; /* do not restart: stop, scale-down, or handed over */
     bool recycle_queued;
+    char recycle_text[192]; /* why the queued recycle was asked for */
+    uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
 
     /* Memory watch. */
     struct cr_trend_ring *samples;
@@ -122,6 +124,10 @@ struct cr_supervisor {
 
     struct cr_worker *workers;
     unsigned target;
+    unsigned *generations; /* per slot id: the last generation handed out */
+    size_t ngenerations;
+    unsigned reload_failed; /* replacements of the running reload that died */
+    uv_timer_t finish_timer; /* exits the loop once stopping and empty */
 
     /* cgroups */
     bool cgroups;

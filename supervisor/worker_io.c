@@ -215,8 +215,18 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
         return;
     siginfo_t si = {0};
     /* Reap this pid only, keeping the siginfo (CLD_DUMPED included). */
-    if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+    if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG) < 0) {
+        if (errno == EINTR)
+            return;
+        /* Not ours to reap any more (ECHILD): never spin on a readable
+         * pidfd; record what we know. */
+        cr_log_event(CR_LOG_ERR, "lost", w->id, w->pid, NULL,
+                     "worker %d: cannot reap pid %d: %s", w->id, (int)w->pid, strerror(errno));
+        si.si_code = CLD_EXITED;
+        si.si_status = 255;
+    } else if (si.si_pid == 0) {
         return;
+    }
     w->wait_code = si.si_code;
     w->wait_status = si.si_status;
     io_stop(io, IO_PID);
@@ -262,17 +272,17 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
         int fl = fcntl(fds[i], F_GETFL);
         fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
     }
+    /* Without the exit watch the process cannot be supervised: fail. The
+     * other watches only lose information (output, stream reports, OOM
+     * notifications; the counters are read at death anyway). */
     int r = io_poll(io, loop, IO_PID, on_exit_ready);
-    if (r == 0)
-        r = io_poll(io, loop, IO_OUT, on_output);
-    if (r == 0)
-        r = io_poll(io, loop, IO_NS, on_nstream);
-    if (r == 0)
-        r = io_poll(io, loop, IO_OOM, on_oom);
-    if (r < 0 && !io->polling[IO_PID]) {
+    if (r < 0) {
         io_release(w);
         return r;
     }
+    io_poll(io, loop, IO_OUT, on_output);
+    io_poll(io, loop, IO_NS, on_nstream);
+    io_poll(io, loop, IO_OOM, on_oom);
     return 0;
 }
 

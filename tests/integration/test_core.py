@@ -220,5 +220,61 @@ def test_pss():
         c.close()
 
 
+def test_scale_reuses_id_not_generation():
+    """Scaling back up while a worker of that id still drains hands out a new
+    generation: the two processes never share a cgroup name."""
+    c = ct.Corrald("--stop-timeout", "5", "--start-timeout", "60", workers=2,
+                   command=["/bin/sh", "-c", "trap '' TERM; sleep 30"], wait_ready=False)
+    try:
+        ct.wait_for(lambda: len([w for w in c.workers() if w["pid"]]) == 2, 5, what="2 pids")
+        assert c.ctl("scale", workers=1)["ok"]
+        ct.wait_for(lambda: any(w["state"] == "draining" for w in c.workers()), 3,
+                    what="worker 2 draining")
+        assert c.ctl("scale", workers=2)["ok"]
+        twos = ct.wait_for(lambda: [w for w in c.workers() if w["id"] == 2 and w["pid"]]
+                           if len([w for w in c.workers() if w["id"] == 2 and w["pid"]]) == 2
+                           else None, 3, what="two processes with id 2")
+        gens = sorted(w["generation"] for w in twos)
+        assert gens[0] != gens[1], twos
+    finally:
+        c.close()
+
+
+def test_replacement_failure_backs_off():
+    """A replacement that dies before READY leaves the old worker serving and
+    the next recycle waits (no respawn storm); a reload says it failed."""
+    script = ('if [ "$CORRAL_GENERATION" -gt 1 ]; then exit 1; fi; exec "$0"')
+    c = ct.Corrald("--max-lifetime", "1", workers=1, command=["/bin/sh", "-c", script, ct.WORKER])
+    try:
+        first = c.live_pids()
+        time.sleep(4.5)
+        fails = c.log().count("replacement died before it was ready")
+        assert 1 <= fails <= 6, (fails, c.log()[-3000:])
+        assert c.live_pids() == first, "the old worker kept serving"
+        assert c.get("/light")[0] == 200
+    finally:
+        c.close()
+    c = ct.Corrald(workers=2, command=["/bin/sh", "-c", script, ct.WORKER])
+    try:
+        c.kill(signal.SIGHUP)
+        ct.wait_for(lambda: "reload finished: 2 replacement(s) died" in c.log(), 10,
+                    what="the reload to report its failures")
+        assert "reload complete" not in c.log()
+    finally:
+        c.close()
+
+
+def test_stop_answers_when_empty():
+    """`stop` is answered even when no worker has a process to drain."""
+    c = ct.Corrald(workers=1, command=["/nonexistent/prog"], wait_ready=False)
+    try:
+        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 5, what="failed")
+        r = c.ctl("stop")
+        assert r["ok"], r
+        assert c.proc.wait(5) == 0
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])

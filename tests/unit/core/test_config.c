@@ -165,6 +165,11 @@ static void test_set_live(void **state)
     assert_true(cr_config_set(&c, "listen", "0.0.0.0:1", true, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "run time"));
     assert_true(cr_config_set(&c, "nope", "1", true, err, sizeof(err)) < 0);
+    /* Bounded: a jitter of UINT64_MAX would make max + 1 wrap to 0. */
+    assert_true(cr_config_set(&c, "max-requests-jitter", "18446744073709551615", true, err,
+                              sizeof(err)) < 0);
+    assert_true(cr_config_set(&c, "backoff-max", "9999999999999", true, err, sizeof(err)) < 0);
+    assert_true(cr_config_set(&c, "memory-max", "99999T", true, err, sizeof(err)) < 0);
     assert_int_equal(cr_config_set(&c, "log-level", "debug", true, err, sizeof(err)), 0);
     assert_string_equal(c.log_level, "debug");
     cr_config_done(&c);
