@@ -50,6 +50,7 @@ static const struct opt opts[] = {
     {"control-group", 0, OPT_STR, OFF(control_group), 0, false, "GROUP", "group owning the control socket; its members may use it"},
     {"control-allow-uid", 0, OPT_STR, OFF(control_allow_uids), 0, false, "UID[,UID]", "more uids allowed on the control socket"},
     {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 4096, false, "N", "concurrent control clients (default 128)"},
+    {"control-idle-timeout", 0, OPT_MS, OFF(control_idle_ms), 0, false, "SEC", "close a control client silent this long (default 60; events subscribers excepted)"},
     {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
     {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), 0, true, "SEC", "a worker not READY by then is killed (default 30)"},
     {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), 0, true, "SEC", "drain time before SIGKILL (default 10)"},
@@ -99,6 +100,7 @@ void cr_config_init(struct cr_config *cfg)
         .listen = strdup("127.0.0.1:8080"),
         .log_level = strdup("info"),
         .control_max_clients = 128,
+        .control_idle_ms = 60000,
         .start_timeout_ms = 30000,
         .stop_timeout_ms = 10000,
         .watchdog_ms = 5000,
@@ -511,6 +513,8 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
         return fail(err, errlen, "--sample-ring must be at least 8 and --history at least 1");
     if (cfg->recycle_parallel == 0)
         return fail(err, errlen, "--recycle-parallel must be at least 1");
+    if (cfg->control_idle_ms < 100)
+        return fail(err, errlen, "--control-idle-timeout must be at least 100ms");
     if (cfg->control_max_clients == 0)
         return fail(err, errlen, "--control-max-clients must be at least 1");
     return 0;

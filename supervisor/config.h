@@ -26,6 +26,7 @@ struct cr_config {
     char *control_group;       /* group allowed on the control socket */
     char *control_allow_uids;  /* extra uids, comma separated */
     unsigned control_max_clients;
+    uint64_t control_idle_ms;   /* a control client silent this long is closed */
     char *metrics_listen;      /* HOST:PORT of the Prometheus listener, or NULL */
 
     uint64_t start_timeout_ms;

@@ -418,16 +418,6 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 
-/* CORRAL_CONTROL_IDLE_MS shortens the idle timeout for tests.
- * TODO(issue 6): a `control-idle-timeout` config key instead. */
-static uint64_t idle_ms(void)
-{
-    const char *e = getenv("CORRAL_CONTROL_IDLE_MS");
-    char *end;
-    unsigned long long v = e ? strtoull(e, &end, 10) : 0;
-    return e && *e && !*end && v >= 100 ? (uint64_t)v : CR_CONTROL_IDLE_MS;
-}
-
 static char *default_path(void)
 {
     const char *rd = getenv("RUNTIME_DIRECTORY");
@@ -475,7 +465,7 @@ int cr_control_open(struct cr_supervisor *sup)
         return -ENOMEM;
     ctl->sup = sup;
     ctl->group = (gid_t)-1;
-    ctl->idle_ms = idle_ms();
+    ctl->idle_ms = sup->cfg.control_idle_ms;
     ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
     int r = ctl->path ? parse_uids(ctl, sup->cfg.control_allow_uids) : -ENOMEM;
     if (r < 0) {
@@ -519,8 +509,8 @@ int cr_control_open(struct cr_supervisor *sup)
     }
     cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
     sup->control = ctl;
-    /* The Prometheus listener shares the control socket's lifetime.
-     * TODO(issue 6): the lead may call this from cr_supervisor_start. */
+    /* The Prometheus listener shares the control socket's lifetime: both
+     * are how the outside reads corrald, and both close at its exit. */
     if (sup->cfg.metrics_listen && (r = cr_metrics_http_open(sup, &ctl->http)) < 0) {
         cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
         return r;

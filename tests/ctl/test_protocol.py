@@ -214,7 +214,7 @@ def case_longline():
 
 def case_halfline():
     """Half a line and silence: others are served; the idle timeout closes it."""
-    with Corrald(workers=1, name="half", env={"CORRAL_CONTROL_IDLE_MS": "1500"}) as d:
+    with Corrald(args=("--control-idle-timeout", "1500ms"), workers=1, name="half") as d:
         c = Conn(d.sock)
         c.s.sendall(b"{\"cmd\":\"sta")
         t0 = time.monotonic()
