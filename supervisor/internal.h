@@ -40,3 +40,17 @@ void cr_sd_notify(struct cr_supervisor *sup, const char *fmt, ...)
 void cr_worker_recycle(struct cr_worker *w, const char *why); /* queue a rolling replacement */
 void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text);
 const char *cr_worker_state_name(const struct cr_worker *w);
+
+/* Shared by the supervisor core files (supervisor.c, worker_spawn.c,
+ * operations.c). */
+struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
+void cr_worker_remove(struct cr_worker *w);   /* unlink and free a worker without process */
+void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
+void cr_worker_clear_deadline(struct cr_worker *w);
+void cr_worker_emit(struct cr_worker *w, const char *event, const char *extra_key,
+                    const char *extra);
+void cr_worker_start(struct cr_worker *w);    /* spawn, or back off when even that fails */
+void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text);
+void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
+void cr_supervisor_maybe_finish(struct cr_supervisor *sup);
+struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup);

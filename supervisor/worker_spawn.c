@@ -1,0 +1,291 @@
+/* Spawning one worker generation: its environment, argv, cgroup and
+ * descriptors, then cr_spawn(); and what happens when that fails. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cr_config.h"
+#include "history.h"
+#include "log.h"
+#include "trend.h"
+
+/* ---- spawning ---------------------------------------------------------- */
+
+static bool env_is_ours(const char *e)
+{
+    static const char *const drop[] = {"LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=",
+                                       "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
+                                       "JOURNAL_STREAM=", "CORRAL_", "MAINPID="};
+    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+        if (strncmp(e, drop[i], strlen(drop[i])) == 0)
+            return true;
+    return false;
+}
+
+struct strv {
+    char **v;
+    size_t n, cap;
+};
+
+static int strv_add(struct strv *s, char *owned)
+{
+    if (!owned)
+        return -ENOMEM;
+    if (s->n + 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        char **nv = realloc(s->v, cap * sizeof(char *));
+        if (!nv) {
+            free(owned);
+            return -ENOMEM;
+        }
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = owned;
+    s->v[s->n] = NULL;
+    return 0;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    char *s = NULL;
+    va_list ap;
+    va_start(ap, f);
+    if (vasprintf(&s, f, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static void strv_free(struct strv *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    *s = (struct strv){0};
+}
+
+static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, int *ret_slot)
+{
+    struct cr_supervisor *sup = w->sup;
+    const struct cr_config *c = &sup->cfg;
+    int r = 0;
+    for (char **e = environ; *e && r == 0; e++)
+        if (!env_is_ours(*e) && !(c->threadpool && strncmp(*e, "UV_THREADPOOL_SIZE=", 19) == 0))
+            r = strv_add(env, strdup(*e));
+    *ret_slot = (int)env->n;
+    r = r ?: strv_add(env, strdup(CR_SPAWN_LISTEN_PID_TEMPLATE));
+    r = r ?: strv_add(env, strdup("LISTEN_FDS=1"));
+    r = r ?: strv_add(env, fmt("LISTEN_FDNAMES=%s", fdname));
+    r = r ?: strv_add(env, fmt("NOTIFY_SOCKET=%s", sup->notify_addr));
+    r = r ?: strv_add(env, strdup("CORRAL_NOTIFY_FD=4"));
+    r = r ?: strv_add(env, fmt("CORRAL_WORKER_ID=%d", w->id));
+    r = r ?: strv_add(env, fmt("CORRAL_GENERATION=%u", w->generation));
+    if (c->memory_max) {
+        r = r ?: strv_add(env, fmt("CORRAL_MEMORY_MAX=%llu", (unsigned long long)c->memory_max));
+        r = r ?: strv_add(env, fmt("CORRAL_HEAP_LIMIT=%llu",
+                                   (unsigned long long)cr_config_heap_limit(c)));
+    }
+    if (c->threadpool)
+        r = r ?: strv_add(env, fmt("UV_THREADPOOL_SIZE=%u", c->threadpool));
+    return r;
+}
+
+static bool is_node(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    return strncmp(b, "node", 4) == 0 || strcmp(b, "nodejs") == 0;
+}
+
+/* V8's heap limit is old space plus the young generation's reserve (48 MB
+ * on 64-bit Node 20: --max-old-space-size=64 reports a 112 MB limit), so the
+ * old space gets the derived heap limit minus that reserve. */
+static uint64_t node_old_space_mb(const struct cr_config *c)
+{
+    uint64_t mb = cr_config_heap_limit(c) >> 20;
+    return mb > 96 ? mb - 48 : (mb / 2 ? mb / 2 : 1);
+}
+
+static int build_argv(struct cr_worker *w, struct strv *argv)
+{
+    struct cr_supervisor *sup = w->sup;
+    const struct cr_config *c = &sup->cfg;
+    int r = 0;
+    if (!c->argc)
+        return strv_add(argv, strdup(sup->worker_path));
+    r = strv_add(argv, strdup(c->argv[0]));
+    if (r == 0 && c->node_heap && c->memory_max && is_node(c->argv[0]))
+        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(c)));
+    for (size_t i = 1; r == 0 && i < c->argc; i++)
+        r = strv_add(argv, strdup(c->argv[i]));
+    return r;
+}
+
+static uint64_t jitter(uint64_t max)
+{
+    /* The option is capped far below UINT64_MAX, so max + 1 cannot wrap. */
+    return max ? (uint64_t)random() % (max + 1) : 0;
+}
+
+/* Generations never repeat within a slot, even when a new worker takes the
+ * id of one still draining: each has a cgroup of its own. */
+static unsigned next_generation(struct cr_supervisor *sup, int id)
+{
+    if ((size_t)id >= sup->ngenerations) {
+        size_t n = (size_t)id + 16;
+        unsigned *g = realloc(sup->generations, n * sizeof(*g));
+        if (!g)
+            return 0;
+        memset(g + sup->ngenerations, 0, (n - sup->ngenerations) * sizeof(*g));
+        sup->generations = g;
+        sup->ngenerations = n;
+    }
+    return ++sup->generations[id];
+}
+
+/* Forks and execs the next generation of w. -errno when nothing runs. */
+static int worker_spawn(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    struct strv env = {0}, argv = {0};
+    struct cr_listener own = {.fd = -1};
+    int outp[2] = {-1, -1}, ns[2] = {-1, -1};
+    char *path = NULL;
+    int slot, r;
+
+    unsigned gen = next_generation(sup, w->id);
+    w->generation = gen ? gen : w->generation + 1;
+    w->pid = 0;
+    w->exec_errno = 0;
+    w->kill_reason = CR_KILL_NONE;
+    w->kill_signal = 0;
+    w->kill_sigmask = 0;
+    w->kill_text[0] = '\0';
+    w->last = (struct cr_notify_msg){0};
+    w->fatal_heap_limit = false;
+    w->heartbeats = false;
+    w->tail_len = w->tail_head = w->out_line_len = 0;
+    w->nstream.len = 0;
+    w->oom_events = 0;
+    w->seen = (struct cr_cgroup_events){0};
+    w->soft_over = 0;
+    w->soft_crossed_at = 0;
+    w->status_text[0] = '\0';
+    w->verdict = 0;
+    w->verdict_text[0] = '\0';
+    w->rss = w->cg_usage = 0;
+    if (w->samples)
+        cr_trend_ring_clear(w->samples);
+    w->max_requests = sup->cfg.max_requests
+                          ? sup->cfg.max_requests + jitter(sup->cfg.max_requests_jitter)
+                          : 0;
+
+    const struct cr_listener *l = &sup->listener;
+    if (sup->cfg.balance == CR_BALANCE_REUSEPORT && !l->from_systemd) {
+        if ((r = cr_listen_bind(l->addr, true, true, &own)) < 0)
+            goto out;
+        l = &own;
+    }
+    if (pipe2(outp, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ns) < 0) {
+        r = -errno;
+        goto out;
+    }
+    if ((r = build_env(w, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
+        (r = build_argv(w, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
+        goto out;
+    if (sup->cgroups && (r = cr_cg_worker_create(w)) < 0)
+        goto out;
+    cr_cg_worker_baseline(w);
+
+    struct cr_spawn_opts o = {
+        .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
+        .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1],
+        .attach = sup->cgroups ? cr_cg_attach_cb : NULL, .userdata = w,
+    };
+    struct cr_spawn_result res;
+    if ((r = cr_spawn(&o, &res)) < 0) {
+        cr_cg_worker_release(w);
+        goto out;
+    }
+    w->pid = res.pid;
+    w->exec_errno = res.exec_errno;
+    w->spawned_at = cr_now_ms(sup);
+    w->spawned_wall_ms = cr_wall_ms();
+    w->ready_at = 0;
+    w->last_report_at = w->spawned_at;
+
+    extern int cr_io_adopt(struct cr_worker * w, int pidfd, int out_fd, int ns_fd);
+    r = cr_io_adopt(w, res.pidfd, outp[0], ns[0]);
+    outp[0] = ns[0] = -1; /* taken, even on failure */
+    if (r < 0) {
+        /* Without its watch the process cannot be supervised: end it and
+         * reap it here, the one place that can. */
+        kill(res.pid, SIGKILL);
+        waitpid(res.pid, NULL, 0);
+        w->pid = 0;
+        cr_cg_worker_release(w);
+        goto out;
+    }
+    if (w->exec_errno)
+        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
+                     "worker %d: cannot execute %s: %s", w->id, path, strerror(w->exec_errno));
+    else
+        cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
+                     "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
+                     w->generation, w->replaces ? " (replacement)" : "");
+    cr_worker_emit(w, "spawned", NULL, NULL);
+    r = 0;
+out:
+    if (outp[0] >= 0)
+        close(outp[0]);
+    if (outp[1] >= 0)
+        close(outp[1]);
+    if (ns[0] >= 0)
+        close(ns[0]);
+    if (ns[1] >= 0)
+        close(ns[1]);
+    cr_listen_close(&own);
+    free(path);
+    strv_free(&env);
+    strv_free(&argv);
+    return r;
+}
+
+/* Starts generation n+1 of w, or — when even fork/cgroup setup fails —
+ * treats it like an unplanned death so the restart policy throttles it. */
+void cr_worker_start(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    int r = worker_spawn(w);
+    if (r == 0) {
+        w->state = CR_WS_STARTING;
+        cr_worker_set_deadline(w, sup->cfg.start_timeout_ms);
+        return;
+    }
+    cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
+                 w->id, strerror(-r));
+    if (w->replaces) {
+        /* A failed replacement leaves the old worker serving. */
+        cr_worker_remove(w);
+        return;
+    }
+    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
+    struct cr_restart_decision d = cr_restart_decide(&p, &w->restart, cr_now_ms(sup), 0, false);
+    w->state = d.next;
+    cr_worker_set_deadline(w, d.delay_ms);
+}
+
