@@ -62,7 +62,10 @@ struct cr_cgroup_stat {
  *   memory counter since 6.15, never by memsw; that is why set_max leaves
  *   memsw unlimited when the host has no swap (see set_max).
  *
- * v2, from Documentation/admin-guide/cgroup-v2.rst (not measurable here):
+ * v2, from Documentation/admin-guide/cgroup-v2.rst, and measured by
+ * test_cgroup_kernel in the VM test's Debian 12 guest (kernel 6.1): own
+ * limit: oom_kill +1 oom +1 max +35; ancestor limit: leaf oom_kill +1 oom +0
+ * max +0, ancestor oom +1 max +35.
  * "max" and "oom" are raised on the group whose limit was hit, "oom_kill"
  * on the victim's group; memory.events propagates all of them to every
  * ancestor, memory.events.local does not. So read the leaf with local=true:
