@@ -273,6 +273,29 @@ check_oom_ancestor() {
 	wait_until 30 all_ready 2 || fail "workers not replaced after the ancestor OOM"
 }
 
+# memory.high (v2 only): a worker crossing it raises a "high" event in its
+# memory.events; corrald takes the first one as an early recycle trigger.
+high_recycled() {
+	journalctl -u "$UNIT" -o cat --no-pager | grep -q 'recycle: memory.high reached'
+}
+
+check_memory_high() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers before the check" || return 1
+	ctl '{"cmd":"set","key":"memory-high","value":"24M"}' | jq -e .ok > /dev/null ||
+		fail "set memory-high 24M was refused" || return 1
+	echo "worker memory.high: $(cat "$(unit_cg)"/workers/w*/memory.high | tr '\n' ' ')"
+	for _ in $(seq 1 6); do
+		curl -s -m 20 -o /dev/null "http://127.0.0.1:8080/buffer?mb=8&retain=1"
+		high_recycled && break
+	done
+	local rc=0
+	wait_until 10 high_recycled || { fail "no recycle on a memory.high event"; rc=1; }
+	ctl '{"cmd":"set","key":"memory-high","value":"0"}' > /dev/null
+	wait_until 30 all_ready 2 || { fail "not 2 ready workers after the memory.high recycle"; rc=1; }
+	return "$rc"
+}
+
 RELOAD_STATES=''
 check_reload_replaced() {
 	need_active || return 1
@@ -408,6 +431,7 @@ check oom-own-journal check_oom_own_journal
 check oom-own-active check_oom_own_active
 check oom-own-replaced check_oom_own_replaced
 check oom-ancestor-limit check_oom_ancestor
+check memory-high-recycle check_memory_high
 check reload-replaced check_reload_replaced
 check reload-active check_reload_active
 check watchdog-restart check_watchdog_restart
