@@ -84,20 +84,6 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
                      w->id, (unsigned long long)(cr_now_ms(sup) - w->soft_crossed_at));
 }
 
-/* The trend module knows a heap only from heap_used > 0, but a worker that
- * reports X_HEAP_USED=0 has a heap that is known to be empty: when its RSS
- * grows, the growth is off-heap, and "rss-growing" ("cannot tell which
- * part") would hide exactly the case heapUsed-only monitoring misses. */
-static void refine_verdict(struct cr_trend *t, const struct cr_worker *w)
-{
-    if (t->heap_known || !(w->last.present & CR_NF_HEAP_USED))
-        return;
-    if (t->growth == CR_TREND_RSS_GROWING)
-        t->growth = CR_TREND_OFFHEAP_GROWING;
-    if (t->verdict == CR_TREND_RSS_GROWING)
-        t->verdict = CR_TREND_OFFHEAP_GROWING;
-}
-
 static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
 {
     struct cr_supervisor *sup = w->sup;
@@ -118,13 +104,14 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
         .heap_total = w->last.heap_total,
         .external = w->last.external,
         .cg_usage = w->cg ? w->cg_usage : 0,
+        /* A worker reporting X_HEAP_USED=0 has a heap known to be empty:
+         * RSS growth beside it is off-heap, not "cannot tell". */
+        .heap_reported = (w->last.present & CR_NF_HEAP_USED) != 0,
     };
     cr_trend_ring_push(w->samples, &s);
 
     struct cr_trend t;
     int r = cr_trend_analyze_ring(w->samples, tp, w->cg_limit, &t);
-    if (r == 0)
-        refine_verdict(&t, w);
     if (r == 0 && (int)t.verdict != w->verdict) {
         char nums[256];
         cr_trend_format(&t, nums, sizeof(nums));

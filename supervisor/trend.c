@@ -153,7 +153,7 @@ static void fill_levels(const struct view *v, uint64_t limit, struct cr_trend *t
     t->usage = s->cg_usage ? s->cg_usage : s->rss;
     t->usage_pct = limit ? (double)t->usage * 100.0 / (double)limit : 0;
     for (size_t i = 0; i < v->n && !t->heap_known; i++)
-        t->heap_known = at(v, i)->heap_used > 0;
+        t->heap_known = at(v, i)->heap_reported || at(v, i)->heap_used > 0;
 }
 
 /* Projects the usage ceiling to the limit: sets usage_slope_bps and eta_ms. */

@@ -43,6 +43,7 @@ struct cr_sample {
     uint64_t heap_total;
     uint64_t external;
     uint64_t cg_usage; /* 0: no cgroup reading (rss is used instead) */
+    bool heap_reported; /* the worker reports a heap (even an empty one) */
 };
 
 enum cr_trend_verdict {
@@ -85,7 +86,7 @@ struct cr_trend {
     bool near_limit;              /* at >= near_pct%, or projected within horizon */
     size_t samples;
     uint64_t span_ms;
-    bool heap_known; /* some sample had heap_used > 0 */
+    bool heap_known; /* some sample reported a heap (heap_reported, or heap_used > 0) */
 
     uint64_t heap_floor;         /* the latest floor */
     double heap_floor_slope_bps; /* bytes/s */

@@ -167,6 +167,21 @@ static void test_rss_growing_without_heap_reports(void **state)
     assert_non_null(strstr(line, "heap=n/a"));
 }
 
+/* A worker that reports its heap, and reports it empty (the reference
+ * worker before any /alloc): RSS growth beside it is off-heap. */
+static void test_empty_reported_heap_is_offheap(void **state)
+{
+    static struct cr_sample s[MAXN];
+    size_t n = steps(s, 3000, false);
+    for (size_t i = 0; i < n; i++) {
+        s[i].heap_used = s[i].heap_total = 0;
+        s[i].heap_reported = true;
+    }
+    struct cr_trend t = analyze(s, n, 0);
+    assert_true(t.heap_known);
+    assert_verdict(t, CR_TREND_OFFHEAP_GROWING);
+}
+
 static void test_sawtooth_rising_floor(void **state)
 {
     static struct cr_sample s[MAXN];
@@ -338,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_heap_steps_within_3s),
         cmocka_unit_test(test_buffer_steps_offheap),
         cmocka_unit_test(test_rss_growing_without_heap_reports),
+        cmocka_unit_test(test_empty_reported_heap_is_offheap),
         cmocka_unit_test(test_sawtooth_rising_floor),
         cmocka_unit_test(test_sawtooth_flat_floor),
         cmocka_unit_test(test_noise_is_stable),
