@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -491,15 +492,38 @@ int cr_control_open(struct cr_supervisor *sup)
     uv_pipe_init(sup->loop, &ctl->server, 0);
     ctl->server.data = ctl;
     /* Born 0660: no window in which others could connect. */
+    /* Bound and listening under a temporary name, then renamed: the path
+     * appears only once a client can connect to it (a script that waits
+     * for the file never sees ECONNREFUSED). */
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.%d.tmp", ctl->path, (int)getpid()) < 0) {
+        control_free(ctl);
+        return -ENOMEM;
+    }
+    if (strlen(tmp) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        /* No room for the temporary name: bind the path itself. */
+        free(tmp);
+        tmp = strdup(ctl->path);
+        if (!tmp) {
+            control_free(ctl);
+            return -ENOMEM;
+        }
+    }
+    unlink(tmp);
     mode_t old = umask(0117);
-    r = uv_pipe_bind(&ctl->server, ctl->path);
+    r = uv_pipe_bind(&ctl->server, tmp);
     umask(old);
-    if (r == 0 && ctl->group != (gid_t)-1 && chown(ctl->path, (uid_t)-1, ctl->group) < 0)
+    if (r == 0 && ctl->group != (gid_t)-1 && chown(tmp, (uid_t)-1, ctl->group) < 0)
         r = -errno;
     if (r == 0)
-        r = chmod(ctl->path, 0660) < 0 ? -errno : 0;
+        r = chmod(tmp, 0660) < 0 ? -errno : 0;
     if (r == 0)
         r = uv_listen((uv_stream_t *)&ctl->server, 512, on_connection);
+    if (r == 0 && strcmp(tmp, ctl->path) != 0 && rename(tmp, ctl->path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    free(tmp);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "control socket %s: %s", ctl->path, uv_strerror(r));
         uv_close((uv_handle_t *)&ctl->server, NULL);
