@@ -113,27 +113,29 @@ static void emit(enum cr_log_level level, const char *event, int worker_id, pid_
     (void)w;
 }
 
-void cr_log(enum cr_log_level level, const char *fmt, ...)
+static void vlog(enum cr_log_level level, const char *event, int worker_id, pid_t pid,
+                 const char *const *fields, const char *fmt, va_list ap)
 {
     if (level < min_level)
         return;
     char msg[4096];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    emit(level, event, worker_id, pid, fields, msg);
+}
+
+void cr_log(enum cr_log_level level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vlog(level, NULL, 0, 0, NULL, fmt, ap);
     va_end(ap);
-    emit(level, NULL, 0, 0, NULL, msg);
 }
 
 void cr_log_event(enum cr_log_level level, const char *event, int worker_id, pid_t pid,
                   const char *const *fields, const char *fmt, ...)
 {
-    if (level < min_level)
-        return;
-    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vlog(level, event, worker_id, pid, fields, fmt, ap);
     va_end(ap);
-    emit(level, event, worker_id, pid, fields, msg);
 }
