@@ -166,6 +166,31 @@ int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms);
 int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned *ret_removed,
                             unsigned *ret_left);
 
+/* The processes of a group (cgroup.procs). read_procs: *ret is malloc'd
+ * (caller frees). parse_procs is the pure parser: -EINVAL on text that is
+ * not one positive pid a line, -ENOBUFS past cap. */
+int cr_cgroup_parse_procs(const char *text, pid_t *pids, size_t cap, size_t *ret_n);
+int cr_cgroup_read_procs(struct cr_cgroup *cg, pid_t **ret, size_t *ret_n);
+int cr_cgroup_count_procs(struct cr_cgroup *cg, size_t *ret_n);
+
+/* Sends sig to every process in the group (not its child groups), so that
+ * nothing a worker started outlives it. SIGKILL on v2 with cgroup.kill
+ * (5.14+) is one write, race-free against forks. Otherwise rounds of
+ * reading cgroup.procs and signalling each process through a pidfd after
+ * checking it is still a member (no recycled pid is ever hit), until a round
+ * finds nobody new: a child forked before its parent died shows up in the
+ * next round. Does not wait for the processes to die: the group empties
+ * as the kernel tears them down (cr_cgroup_remove retries while busy).
+ * ret_signalled (may be NULL): how many processes were signalled. The root
+ * group is refused (-EPERM). */
+int cr_cgroup_kill(struct cr_cgroup *cg, int sig, unsigned *ret_signalled);
+
+/* SIGKILLs the processes of every child group of parent_rel whose name
+ * starts with prefix: what a corrald killed with SIGKILL left behind, before
+ * cr_cgroup_reclaim_stale() removes the groups (retry removal while the
+ * kernel tears the processes down). ret_killed (may be NULL): how many. */
+int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *ret_killed);
+
 /* An fd that becomes readable (POLLIN) when an OOM event happens in the
  * group: v1 an eventfd registered through cgroup.event_control on
  * memory.oom_control (fires when this group or any ancestor enters OOM,
