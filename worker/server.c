@@ -24,6 +24,7 @@ static int p_url(void *ud, const char *at, size_t len);
 static int p_field(void *ud, const char *at, size_t len);
 static int p_value(void *ud, const char *at, size_t len);
 static int p_headers(void *ud);
+static int p_chunk(void *ud, uint64_t size);
 static int p_body(void *ud, const char *at, size_t len);
 static int p_complete(void *ud);
 
@@ -35,6 +36,7 @@ static const struct cr_http_parse_cbs parse_cbs = {
     .on_headers_complete = p_headers,
     .on_body = p_body,
     .on_complete = p_complete,
+    .on_chunk_header = p_chunk,
 };
 
 static void arm(struct cr_conn *c, enum timer_kind kind, uint64_t ms);
@@ -424,6 +426,18 @@ static int p_headers(void *ud)
         uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     }
     arm(c, TIMER_REQUEST, c->srv->cfg.request_timeout_ms);
+    return 0;
+}
+
+/* A declared chunk that cannot fit is refused now: waiting for its bytes
+ * would only end in the request timeout. */
+static int p_chunk(void *ud, uint64_t size)
+{
+    struct cr_conn *c = ud;
+    if (c->cur && size > c->srv->cfg.max_body - c->cur->body_len) {
+        cr_conn_fail(c, 413, "request body too large");
+        return -1;
+    }
     return 0;
 }
 

@@ -128,6 +128,18 @@ def case_body413():
                    + chunked([b"[" + b"1," * 300, b"1," * 300, b"1]"]))
             r = c.response()
             check(r.status == 413, "chunked body over the cap: %r" % r)
+        # A declared chunk size over the cap is refused at once, not after
+        # the request timeout (issue 13, finding 9); with and without the
+        # first data bytes of the chunk.
+        for tail in (b"", b"[1,"):
+            with w.conn(timeout=3) as c:
+                t0 = time.monotonic()
+                c.send(b"POST /json HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"100000\r\n" + tail)
+                r = c.response()
+                el = time.monotonic() - t0
+                check(r.status == 413 and el < 1.0, "oversized chunk: %r after %.2fs" % (r, el))
+                check(r.headers.get("connection") == "close", r.headers)
         with w.conn() as c:  # just under the cap is fine
             body = b"[" + b"1," * 400 + b"1]"
             c.send(b"POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
