@@ -108,10 +108,20 @@ class Reporter {
   }
 }
 
+// corrald (like systemd) passes WATCHDOG_USEC and flags a worker blocked
+// after that much silence: report at least four times per period, or timer
+// jitter alone makes the worker flap blocked/unblocked.
+function reportIntervalMs() {
+  const ms = envInt('CORRAL_REPORT_INTERVAL_MS', 1000, 10, 600000);
+  const usec = Number(process.env.WATCHDOG_USEC || 0);
+  if (!Number.isFinite(usec) || usec <= 0) return ms;
+  return Math.max(1, Math.min(ms, Math.floor(usec / 4000)));
+}
+
 function main() {
   const app = new App();
   const notifier = new Notifier(notifyFd());
-  const reporter = new Reporter(notifier, app, envInt('CORRAL_REPORT_INTERVAL_MS', 1000, 10, 600000));
+  const reporter = new Reporter(notifier, app, reportIntervalMs());
   const drainMs = envInt('CORRAL_DRAIN_TIMEOUT_MS', 8000, 0, 3600000);
   app.openDataFile();
 

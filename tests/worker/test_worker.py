@@ -505,6 +505,28 @@ def case_report():
         check(int(m["X_HEAP_LIMIT"]) == 1 << 30, "--heap-limit wins")
 
 
+def report_gaps(w, seconds):
+    t = time.monotonic()
+    time.sleep(seconds)
+    with w.cond:
+        ts = [x[0] for x in w.msgs if x[0] >= t and x[1].get("WATCHDOG") == "1"]
+    return [b - a for a, b in zip(ts, ts[1:])], len(ts)
+
+
+def case_watchdog_period():
+    """Given WATCHDOG_USEC (as corrald and systemd pass it), reports come at
+    least 4 times per watchdog period, whatever --report-interval says."""
+    with Worker(env={"WATCHDOG_USEC": "1000000"}) as w:
+        gaps, n = report_gaps(w, 1.6)
+        check(n >= 5 and max(gaps) < 0.5, "watchdog 1 s: %d reports, gaps %r" % (n, gaps))
+    with Worker(["--report-interval", "100"], env={"WATCHDOG_USEC": "10000000"}) as w:
+        gaps, n = report_gaps(w, 1.0)
+        check(n >= 6, "a shorter --report-interval still wins: %d reports" % n)
+    with Worker() as w:  # no watchdog: the 1 s default
+        gaps, n = report_gaps(w, 1.6)
+        check(1 <= n <= 2, "default period: %d reports in 1.6 s" % n)
+
+
 def case_usage():
     wp = worker_path()
     p = subprocess.run([wp, "--no-such-flag"], capture_output=True, timeout=10)

@@ -1,5 +1,8 @@
-"""Rolling replacement under keep-alive load loses no request (issue 13,
-finding 5). Usage: test_reload_keepalive.py CASE.
+"""The reference worker (and the Node example) under the real corrald.
+Usage: test_corrald.py CASE.
+
+reloads, reloads_node: rolling replacement under keep-alive load loses no
+request (issue 13, finding 5).
 
 Several persistent HTTP/1.1 connections send /light back to back while
 corrald is reloaded (SIGHUP) again and again. A well-behaved client reuses
@@ -95,10 +98,7 @@ def test_reloads():
 
 def test_reloads_node():
     """The same for the Node example (examples/node/server.js)."""
-    node = os.environ.get("CORRAL_NODE", "")
-    if not node:
-        raise ct.Skip("node not found")
-    run_reloads([node, os.path.join(HERE, "..", "..", "examples", "node", "server.js")])
+    run_reloads(node_command())
 
 
 def run_reloads(command):
@@ -128,6 +128,37 @@ def run_reloads(command):
         assert closes >= reloads, closes
     finally:
         halt.set()
+        c.close()
+
+
+def node_command():
+    node = os.environ.get("CORRAL_NODE", "")
+    if not node:
+        raise ct.Skip("node not found")
+    return [node, os.path.join(HERE, "..", "..", "examples", "node", "server.js")]
+
+
+def test_watchdog_quiet():
+    """--watchdog 1 with no load: the worker heartbeats well inside the
+    period (corrald passes WATCHDOG_USEC), so it is never flagged blocked
+    (issue 13, finding 9)."""
+    watchdog_quiet(None)
+
+
+def test_watchdog_quiet_node():
+    watchdog_quiet(node_command())
+
+
+def watchdog_quiet(command):
+    c = ct.Corrald("--watchdog", "1", workers=2, command=command)
+    try:
+        time.sleep(5)
+        log = c.log()
+        blocked = [ln for ln in log.splitlines() if "blocked" in ln]
+        assert not blocked, "flagged blocked with no load:\n" + "\n".join(blocked[:5])
+        assert all(not w.get("blocked") for w in c.workers()), c.workers()
+        assert len(c.live_pids()) == 2, c.workers()
+    finally:
         c.close()
 
 
