@@ -64,6 +64,12 @@ static int headers_cb(parser_t *hp)
     return p->cbs->on_headers_complete && p->cbs->on_headers_complete(p->ud) ? -1 : 0;
 }
 
+static int chunk_cb(parser_t *hp)
+{
+    struct cr_http_parse *p = SELF(hp);
+    return p->cbs->on_chunk_header(p->ud, p->parser.content_length) ? -1 : 0;
+}
+
 static int body_cb(parser_t *hp, const char *at, size_t len)
 {
     struct cr_http_parse *p = SELF(hp);
@@ -100,6 +106,8 @@ struct cr_http_parse *cr_http_parse_new(const struct cr_http_parse_cbs *cbs, voi
     p->settings.on_header_value = value_cb;
     p->settings.on_headers_complete = headers_cb;
     p->settings.on_body = body_cb;
+    if (cbs->on_chunk_header)
+        p->settings.on_chunk_header = chunk_cb;
     p->settings.on_message_complete = complete_cb;
 #if CR_HTTP_LLHTTP
     llhttp_init(&p->parser, HTTP_REQUEST, &p->settings);

@@ -21,6 +21,8 @@ struct cr_http_parse_cbs {
     int (*on_headers_complete)(void *ud);
     int (*on_body)(void *ud, const char *at, size_t len);
     int (*on_complete)(void *ud);
+    /* Optional: a chunk's declared size, before its data arrives. */
+    int (*on_chunk_header)(void *ud, uint64_t size);
 };
 
 /* Allocates a request parser. Returns NULL on allocation failure. The

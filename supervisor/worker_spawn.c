@@ -100,6 +100,8 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     }
     if (c->threadpool)
         r = r ?: strv_add(env, fmt("UV_THREADPOOL_SIZE=%u", c->threadpool));
+    if (c->watchdog_ms) /* as systemd does: the worker paces its heartbeats by it */
+        r = r ?: strv_add(env, fmt("WATCHDOG_USEC=%llu", (unsigned long long)c->watchdog_ms * 1000));
     return r;
 }
 
