@@ -210,3 +210,33 @@ int cr_cgroup_delegate_setup(const char *rel, const char *leaf_name, char **ret_
 
 /* v2: enables controllers in rel's cgroup.subtree_control (memory required). */
 int cr_cgroup_enable_subtree(const char *rel);
+
+/* Opens a read-only handle on rel below an explicit mount directory (a
+ * fixture tree in tests, or a mount other than the system's) without
+ * initializing libcgroup; readers (get_max, read_*) work on it, writers
+ * should not be used. -EINVAL for a bad layout or rel, -ENOENT/-ENOTDIR
+ * when the directory is missing. */
+int cr_cgroup_open_at(const char *mount, enum cr_cgroup_layout l, const char *rel,
+                      struct cr_cgroup **ret);
+
+/* The groups whose limits and counters enclose a process in rel, nearest
+ * first: rel itself when include_self, then each parent, and the root of
+ * the hierarchy only when it has a finite limit (the root of a cgroup
+ * namespace is a container's own group: docker/podman with a private
+ * cgroup namespace put the container's limit there; the host's root never
+ * has one). Groups that cannot be opened are skipped. mount NULL: the
+ * system's memory mount and layout (l is then ignored). Returns the count
+ * (>= 0) and an array the caller frees with cr_cgroup_free_list, or
+ * -errno. */
+int cr_cgroup_enclosing(const char *mount, enum cr_cgroup_layout l, const char *rel,
+                        bool include_self, struct cr_cgroup ***ret, size_t *ret_n);
+void cr_cgroup_free_list(struct cr_cgroup **v, size_t n);
+
+/* 0 when the memory mount is writable, -EROFS when it is mounted read-only
+ * (a container's default), other -errno on failure. */
+int cr_cgroup_mount_writable(void);
+
+/* 0 when rel exists below the memory mount, else -errno (-ENOENT: the path
+ * /proc/self/cgroup names is not visible, e.g. a container sharing the
+ * host's cgroup namespace on v1, whose mount shows only its own group). */
+int cr_cgroup_rel_visible(const char *rel);
