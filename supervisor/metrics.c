@@ -27,7 +27,8 @@ static void put(struct buf *b, const char *fmt, ...)
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        /* b->p is NULL before the first growth: NULL + 0 is UB (fuzz-control). */
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap);
         va_end(ap);
         if (n < 0) {
             b->failed = true;
