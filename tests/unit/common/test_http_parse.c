@@ -56,7 +56,7 @@ static int r_complete(void *ud)
 }
 
 static const struct cr_http_parse_cbs rcbs = {r_begin,   r_url,  r_hv,      r_hv,
-                                              r_headers, r_body, r_complete};
+                                              r_headers, r_body, r_complete, NULL};
 
 static void http_wrapper(void **state)
 {
