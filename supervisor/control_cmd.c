@@ -12,6 +12,10 @@
 
 #include "history.h"
 #include "internal.h"
+#include "metrics.h"
+#include "operations.h"
+#include "status.h"
+#include "supervisor.h"
 
 struct req {
     struct cr_supervisor *sup;
