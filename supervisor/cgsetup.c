@@ -231,7 +231,13 @@ int cr_cg_setup(struct cr_supervisor *sup)
             goto fail;
         }
     }
-    unsigned removed = 0, left = 0;
+    unsigned removed = 0, left = 0, killed = 0;
+    /* A corrald killed with SIGKILL could not stop what its workers
+     * started (PDEATHSIG reaches the workers only): their groups are the
+     * list of what is left. Kill it before reclaiming the groups. */
+    if (cr_cgroup_kill_stale(wrel, "w", 1000, &killed) == 0 && killed)
+        cr_log(CR_LOG_WARNING, "killed %u process(es) left in stale worker cgroups under %s",
+               killed, wrel);
     if (cr_cgroup_reclaim_stale(wrel, "w", &removed, &left) == 0 && (removed || left))
         cr_log(CR_LOG_NOTICE, "reclaimed %u stale worker cgroup(s) under %s%s", removed, wrel,
                left ? " (some still hold processes and were left)" : "");
@@ -481,6 +487,12 @@ void cr_cg_worker_release(struct cr_worker *w)
     w->cg = NULL;
     if (!cg)
         return;
+    /* Nothing a worker started outlives it: its children (PDEATHSIG
+     * reaches only the worker itself) would keep the listening socket. */
+    unsigned killed = 0;
+    if (cr_cgroup_kill(cg, SIGKILL, &killed) == 0 && killed)
+        cr_log_event(CR_LOG_NOTICE, "leftovers-killed", w->id, 0, NULL,
+                     "worker %d: killed %u process(es) left in its cgroup", w->id, killed);
     if (cr_cgroup_remove(cg, 0) == 0) {
         cr_cgroup_free(cg);
         return;
