@@ -59,9 +59,9 @@ static void io_release(struct cr_worker *w)
         return;
     w->io = NULL;
     io->w = NULL;
-    io->open++; /* hold it while closing the polls */
     for (int i = 0; i < IO_MAX; i++)
         io_stop(io, i);
+    /* Drops the worker's own reference (see cr_io_adopt). */
     uv_handle_t fake = {.data = io};
     io_closed(&fake);
 }
@@ -310,6 +310,10 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
         return -ENOMEM;
     }
     io->w = w;
+    /* The worker's reference: the generation lives until io_release(), not
+     * merely while some poll is open (without a pidfd, the output and
+     * stream polls may all reach EOF before the worker is reaped). */
+    io->open = 1;
     io->fd[IO_PID] = pidfd;
     io->fd[IO_OUT] = out_fd;
     io->fd[IO_NS] = ns_fd;
