@@ -71,7 +71,10 @@ def start_second(sock, tmp, timeout=20):
         p.wait(15)
         code = None
     out.seek(0)
-    return code, out.read()
+    text = out.read()
+    check("Sanitizer" not in text and "runtime error:" not in text,
+          "sanitizer report from the second corrald:\n%s" % text[-4000:])
+    return code, text
 
 
 def case_double_start():
