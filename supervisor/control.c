@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "internal.h"
 #include "log.h"
 #include "metrics_http.h"
-#include "supervisor.h"
 
 struct client {
     struct cr_control *ctl;
