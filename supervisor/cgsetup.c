@@ -1,6 +1,7 @@
 /* corrald's use of the cgroups library: where worker groups live, their
  * limits, the OOM counters read as deltas across each worker's life, and
  * the removal of groups the kernel is still draining. */
+#include "cgsetup.h"
 #include "internal.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Prometheus text exposition (version 0.0.4) of what `status` shows:
  * conventional names, base units (bytes, seconds), one family at a time. */
-#include "internal.h"
+#include "metrics.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cr_config.h"
+#include "internal.h"
 #include "history.h"
 #include "prom.h"
 #include "trend.h"
@@ -55,7 +56,7 @@ static bool listed(const struct cr_worker *w)
     return w->pid && !w->replaces;
 }
 
-char *cr_metrics_text(struct cr_supervisor *sup)
+char *cr_metrics_text(const struct cr_supervisor *sup)
 {
     struct cr_prom b = CR_PROM_INIT;
     cr_prom_family(&b, "corral_up", "gauge", "1 while corrald runs.");
@@ -65,7 +66,7 @@ char *cr_metrics_text(struct cr_supervisor *sup)
     cr_prom_family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
     for (int s = 0; s < _CR_WS_MAX; s++) {
         unsigned n = 0;
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
+        for (const struct cr_worker *w = sup->workers; w; w = w->next)
             n += (int)w->state == s;
         cr_prom_printf(&b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s), n);
     }
@@ -78,7 +79,7 @@ char *cr_metrics_text(struct cr_supervisor *sup)
 
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
         cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
+        for (const struct cr_worker *w = sup->workers; w; w = w->next)
             if (listed(w))
                 cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
                     worker_metrics[m].get(w));
@@ -95,14 +96,14 @@ char *cr_metrics_text(struct cr_supervisor *sup)
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
         cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
+        for (const struct cr_worker *w = sup->workers; w; w = w->next)
             if (listed(w))
                 cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, w->id,
                     (double)*(const uint64_t *)((const char *)&w->last + delays[d].off) / 1e6);
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
+    for (const struct cr_worker *w = sup->workers; w; w = w->next)
         if (listed(w))
             cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", w->id,
                 cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict));

@@ -1,8 +1,8 @@
 /* The descriptors of one worker generation: its pidfd (exit), its output
  * pipe (forwarded to corrald's log, tail kept for the post-mortem), the
  * stream form of the notify protocol, and the cgroup OOM watch. Also the
- * shared datagram notify socket. */
-#include "internal.h"
+ * shared datagram notify socket. What they deliver goes to sup->io_sink. */
+#include "worker_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cr_cgroup.h"
+#include "internal.h"
 #include "log.h"
 
 enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_MAX };
@@ -170,7 +171,7 @@ static void on_nstream(uv_poll_t *p, int status, int events)
             break;
         struct cr_notify_msg m;
         cr_notify_parse(msg, mlen, &m, NULL);
-        cr_io_handle_notify(w, &m);
+        w->sup->io_sink->message(w, &m);
         if (!io->w)
             return;
     }
@@ -202,7 +203,7 @@ static void on_oom(uv_poll_t *p, int status, int events)
         char why[96];
         snprintf(why, sizeof(why), "memory.high reached (%llu high events)",
                  (unsigned long long)ev.high);
-        cr_worker_recycle(w, why);
+        w->sup->io_sink->recycle(w, why);
     }
     w->seen = ev;
 }
@@ -230,7 +231,7 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
     w->wait_code = si.si_code;
     w->wait_status = si.si_status;
     io_stop(io, IO_PID);
-    cr_worker_event(w, CR_WE_EXIT);
+    w->sup->io_sink->exited(w);
     /* The reaper has read what it needed: the rest of the generation goes. */
     if (w->io == io)
         io_release(w);
@@ -286,52 +287,7 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
     return 0;
 }
 
-/* ---- notify messages ---------------------------------------------------- */
-
-void cr_io_handle_notify(struct cr_worker *w, const struct cr_notify_msg *m)
-{
-    struct cr_supervisor *sup = w->sup;
-    unsigned p = m->present;
-    w->last_report_at = cr_now_ms(sup);
-    /* Metrics fields are sticky: a message updates what it carries. */
-#define TAKE(bit, f)                                                                            \
-    if (p & (bit))                                                                              \
-        w->last.f = m->f;
-    TAKE(CR_NF_HEAP_USED, heap_used)
-    TAKE(CR_NF_HEAP_TOTAL, heap_total)
-    TAKE(CR_NF_HEAP_LIMIT, heap_limit)
-    TAKE(CR_NF_EXTERNAL, external)
-    TAKE(CR_NF_RSS, rss)
-    TAKE(CR_NF_DELAY_P50, delay_p50_us)
-    TAKE(CR_NF_DELAY_P99, delay_p99_us)
-    TAKE(CR_NF_DELAY_MAX, delay_max_us)
-    TAKE(CR_NF_INFLIGHT, inflight)
-    TAKE(CR_NF_REQUESTS, requests)
-    TAKE(CR_NF_POOL_QUEUE, pool_queue)
-    TAKE(CR_NF_ELU, elu)
-#undef TAKE
-    w->last.present |= p;
-    if (p & CR_NF_STATUS)
-        snprintf(w->status_text, sizeof(w->status_text), "%s", m->status);
-    if ((p & CR_NF_FATAL) && strcmp(m->fatal, "heap-limit") == 0) {
-        w->fatal_heap_limit = true;
-        cr_log_event(CR_LOG_WARNING, "fatal", w->id, w->pid, NULL,
-                     "worker %d reports X_FATAL=heap-limit (heap %llu of %llu bytes)", w->id,
-                     (unsigned long long)w->last.heap_used, (unsigned long long)w->last.heap_limit);
-    }
-    if (p & CR_NF_READY)
-        cr_worker_event(w, CR_WE_READY);
-    if (p & CR_NF_WATCHDOG) {
-        w->heartbeats = true;
-        cr_worker_event(w, CR_WE_WATCHDOG);
-    }
-    if ((p & CR_NF_REQUESTS) && w->max_requests && m->requests >= w->max_requests) {
-        char why[96];
-        snprintf(why, sizeof(why), "request cap (%llu of %llu)", (unsigned long long)m->requests,
-                 (unsigned long long)w->max_requests);
-        cr_worker_recycle(w, why);
-    }
-}
+/* ---- the datagram socket ----------------------------------------------- */
 
 /* The worker a datagram came from: its main pid, or — like systemd's
  * NotifyAccess=all — any process inside the worker's cgroup, so a worker
@@ -370,7 +326,7 @@ static void on_notify(uv_poll_t *p, int status, int events)
         }
         struct cr_notify_msg m;
         cr_notify_parse(buf, (size_t)n, &m, NULL);
-        cr_io_handle_notify(w, &m);
+        sup->io_sink->message(w, &m);
     }
 }
 

@@ -1,8 +1,7 @@
 /* Spawning one worker generation: its environment, argv, cgroup and
- * descriptors, then cr_spawn(); and what happens when that fails. */
-#include "internal.h"
+ * descriptors, then cr_spawn(). Which state follows is the core's call. */
+#include "worker_spawn.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,10 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgsetup.h"
 #include "cr_config.h"
-#include "history.h"
+#include "internal.h"
 #include "log.h"
+#include "spawn.h"
 #include "trend.h"
+#include "worker_io.h"
 
 /* ---- spawning ---------------------------------------------------------- */
 
@@ -158,8 +160,7 @@ static unsigned next_generation(struct cr_supervisor *sup, int id)
     return ++sup->generations[id];
 }
 
-/* Forks and execs the next generation of w. -errno when nothing runs. */
-static int worker_spawn(struct cr_worker *w)
+int cr_worker_spawn(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     struct strv env = {0}, argv = {0};
@@ -230,7 +231,6 @@ static int worker_spawn(struct cr_worker *w)
     w->ready_at = 0;
     w->last_report_at = w->spawned_at;
 
-    extern int cr_io_adopt(struct cr_worker * w, int pidfd, int out_fd, int ns_fd);
     r = cr_io_adopt(w, res.pidfd, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
     if (r < 0) {
@@ -249,7 +249,6 @@ static int worker_spawn(struct cr_worker *w)
         cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
                      "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
                      w->generation, w->replaces ? " (replacement)" : "");
-    cr_worker_emit(w, "spawned", NULL, NULL);
     r = 0;
 out:
     if (outp[0] >= 0)
@@ -267,27 +266,25 @@ out:
     return r;
 }
 
-/* Starts generation n+1 of w, or — when even fork/cgroup setup fails —
- * treats it like an unplanned death so the restart policy throttles it. */
-void cr_worker_start(struct cr_worker *w)
+char *cr_worker_default_path(void)
 {
-    struct cr_supervisor *sup = w->sup;
-    int r = worker_spawn(w);
-    if (r == 0) {
-        w->state = CR_WS_STARTING;
-        cr_worker_set_deadline(w, sup->cfg.start_timeout_ms);
-        return;
+    const char *env = getenv("CORRAL_WORKER");
+    if (env && *env)
+        return strdup(env);
+    /* In a build tree the worker sits in ../worker/ next to supervisor/. */
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            char *cand = NULL;
+            if (asprintf(&cand, "%s/../worker/corral-worker", self) >= 0 &&
+                access(cand, X_OK) == 0)
+                return cand;
+            free(cand);
+        }
     }
-    cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
-                 w->id, strerror(-r));
-    if (w->replaces) {
-        /* A failed replacement leaves the old worker serving. */
-        cr_worker_remove(w);
-        return;
-    }
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d = cr_restart_decide(&p, &w->restart, cr_now_ms(sup), 0, false);
-    w->state = d.next;
-    cr_worker_set_deadline(w, d.delay_ms);
+    return strdup(CR_LIBEXECDIR "/corral/corral-worker");
 }
-
