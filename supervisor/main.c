@@ -123,7 +123,9 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
     cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
     cr_supervisor_subscribe(sup, on_event, wi);
-    if ((r = cr_supervisor_open(sup)) < 0 || (r = cr_control_open(sup)) < 0)
+    /* The control path first: a second corrald refused there (the path is
+     * owned) must not bind the port or touch the cgroups of the first. */
+    if ((r = cr_control_open(sup)) < 0 || (r = cr_supervisor_open(sup)) < 0)
         return r;
     /* The Prometheus listener shares the control socket's lifetime: both
      * are how the outside reads corrald, and both close at its exit. */
