@@ -109,6 +109,8 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
     put(&b, "corral_uptime_seconds %.3f\n", (double)(cr_now_ms(sup) - sup->started_at) / 1000.0);
     family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
     for (int s = 0; s < _CR_WS_MAX; s++) {
+        if (cr_wstate_unseen((enum cr_wstate)s))
+            continue;
         unsigned n = 0;
         for (const struct cr_worker *w = sup->workers; w; w = w->next)
             n += (int)w->state == s;

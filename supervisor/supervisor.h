@@ -47,14 +47,12 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
 
 /* A new process-less worker in slot id, linked into the table (NULL: no memory). */
 struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
-/* Unlinks and frees a worker that has no process. */
-void cr_worker_remove(struct cr_worker *w);
 /* The one deadline of a worker, `ms` from now. A zero delay still goes
  * through the loop, so an action never recurses into the table. */
 void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
 void cr_worker_clear_deadline(struct cr_worker *w);
-/* Spawns the next generation of w, or — when even fork or the cgroup fails
- * — lets the restart policy throttle it like an unplanned death. */
+/* The START event: spawns the first generation of a new worker, or — when
+ * even fork or the cgroup fails — lets the restart policy throttle it. */
 void cr_worker_start(struct cr_worker *w);
 /* Starts queued replacements up to --recycle-parallel; ends a reload. */
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
