@@ -6,7 +6,7 @@
  * the inputs (worker notify messages, memory samples, control commands,
  * signals) call down into it through this header and operations.h. The
  * struct layouts are in internal.h, which views never include: they read
- * through the const accessors at the end of this file.
+ * through view.h.
  *
  * One struct cr_supervisor per corrald; workers hang off it (no globals).
  * Single-threaded: everything runs on the supervisor's libuv loop.
@@ -70,20 +70,8 @@ void cr_supervisor_publish(struct cr_supervisor *sup, struct cr_event *ev);
 /* Publishes CR_EV_TABLE: readiness or the counts may have changed. */
 void cr_supervisor_table_changed(struct cr_supervisor *sup);
 
-/* ---- const views ---------------------------------------------------------- */
+/* ---- lookup ------------------------------------------------------------- */
 
 /* The worker currently serving slot id (not the replacement starting for it). */
 struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id);
 /* Workers that serve: ready or blocked, not retiring. */
-unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup);
-/* Workers in state s. */
-unsigned cr_supervisor_count_state(const struct cr_supervisor *sup, enum cr_wstate s);
-unsigned cr_supervisor_target(const struct cr_supervisor *sup);
-bool cr_supervisor_stopping(const struct cr_supervisor *sup);
-bool cr_supervisor_reloading(const struct cr_supervisor *sup);
-const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup);
-const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup);
-/* Loop milliseconds now, and since corrald started. */
-uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup);
-uint64_t cr_supervisor_uptime_ms(const struct cr_supervisor *sup);
-const char *cr_worker_state_name(const struct cr_worker *w);
