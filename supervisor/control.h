@@ -24,9 +24,9 @@ void cr_control_broadcast(struct cr_control *c, const cJSON *obj);
 const char *cr_control_path(const struct cr_control *c);
 
 /* The request handler, apart from the socket: one parsed request in, one
- * response object out (caller frees). ret_subscribe is set for `events`,
- * ret_close for `stop` (answer, then the supervisor stops). Pure apart
- * from calling the supervisor's operations. */
+ * response object out (caller frees). ret_subscribe is set for `events`;
+ * `stop` is answered first and the drain begins, and the connection closes
+ * when corrald exits. Pure apart from calling the supervisor's operations. */
 cJSON *cr_control_handle(struct cr_supervisor *sup, const char *line, size_t len,
                          bool *ret_subscribe);
 
