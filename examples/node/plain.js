@@ -7,9 +7,10 @@
 // (--node-heap also preloads corral-node-agent.js, which reports its heap and
 // event loop without a line changed here.)
 //
-// Two deliberate leaks show what corral tells apart:
+// Two deliberate leaks and a stall show what corral tells apart:
 //   GET /leak?mb=N    keeps N MB of JavaScript objects (V8 heap: dies 134)
 //   GET /buffer?mb=N  keeps N MB of Buffers (off-heap: the kernel kills, 137)
+//   GET /block?ms=N   computes for N ms on the event loop (loop delay)
 
 const http = require('node:http');
 
@@ -25,15 +26,19 @@ function megabyteOfObjects(seed) {
   return chunk;
 }
 
-function megabytes(url) {
-  const mb = Number(url.searchParams.get('mb') || 1);
-  return Number.isInteger(mb) && mb >= 1 && mb <= 1024 ? mb : 0;
+function param(url, name, top) {
+  const n = Number(url.searchParams.get(name) || 1);
+  return Number.isInteger(n) && n >= 1 && n <= top ? n : 0;
 }
 
 const server = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://localhost');
-  if (url.pathname === '/leak' || url.pathname === '/buffer') {
-    const mb = megabytes(url);
+  if (url.pathname === '/block') {
+    const ms = param(url, 'ms', 60000);
+    const end = Date.now() + ms;
+    while (Date.now() < end);
+  } else if (url.pathname === '/leak' || url.pathname === '/buffer') {
+    const mb = param(url, 'mb', 1024);
     if (!mb) {
       res.writeHead(400).end('mb: 1..1024\n');
       return;
