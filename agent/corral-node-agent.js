@@ -52,11 +52,12 @@
     }
   }
 
-  function isSocketFd(fd) {
+  // Why fd is unusable as a socket (EBADF, "not a socket"), or null.
+  function notSocket(fd) {
     try {
-      return fs.fstatSync(fd).isSocket();
+      return fs.fstatSync(fd).isSocket() ? null : 'not a socket';
     } catch (e) {
-      return false;
+      return e.code || e.message;
     }
   }
 
@@ -69,8 +70,9 @@
       warn(`CORRAL_NOTIFY_FD=${raw} is not a descriptor; reporting off`);
       return -1;
     }
-    if (!isSocketFd(fd)) {
-      warn(`notify fd ${fd} is not a socket; reporting off`);
+    const why = notSocket(fd);
+    if (why) {
+      warn(`notify fd ${fd}: ${why}; reporting off`);
       return -1;
     }
     return fd;
@@ -83,7 +85,7 @@
     const pid = realEnv.LISTEN_PID;
     if (!(n >= 1)) return false;
     if (pid !== undefined && pid !== '' && Number(pid) !== process.pid) return false;
-    return isSocketFd(LISTEN_FD);
+    return notSocket(LISTEN_FD) === null;
   }
 
   function intervalMs() {
