@@ -184,6 +184,31 @@ def test_agent_buffer_leak():
         replaced(c, victim)
 
 
+# ---- the Python helper ------------------------------------------------------------
+
+def test_python_helper():
+    """examples/python/app.py speaks through corral_notify.py: ready by its
+    own READY=1, its request count and heartbeat reach status, and a SIGHUP
+    reload drains it gracefully (exit 0, STOPPING=1 first)."""
+    app = os.path.join(ROOT, "examples", "python", "app.py")
+    with h.corrald("--start-timeout", "20", workers=1, command=[sys.executable, app],
+                   name="pyhelp") as c:
+        w = c.workers()[0]
+        assert w["state"] == "ready" and w.get("status") == "serving", w
+        victim = w["pid"]
+        for _ in range(3):
+            assert pid_of(c) == victim
+        w = ct.wait_for(lambda: c.workers()[0]["requests"] >= 3 and c.workers()[0], 5,
+                        interval=0.1, what="the request count in a report")
+        assert w["last_report_ago_ms"] < 2500, w
+        assert (w.get("heap_used_bytes") or 0) == 0, "no heap figures from Python"
+        c.kill(signal.SIGHUP)
+        d = c.wait_death("recycled", timeout=30)[0]
+        assert d["pid"] == victim and d["exit_code"] == 0, d
+        ct.wait_for(lambda: "reload complete" in c.log(), 10, what="reload complete")
+        assert len(c.live_pids()) == 1 and victim not in c.live_pids()
+
+
 # ---- without the agent: plain apps that never speak --------------------------
 
 START_TIMEOUT = 2  # seconds; the cases serve for more than three of them
