@@ -66,6 +66,12 @@ struct cr_worker {
     uint64_t vmstat_oom0;
     bool heartbeats;                /* the worker has sent WATCHDOG=1 */
 
+    /* Readiness (--ready), fixed for a generation at its spawn. */
+    enum cr_ready_mode ready_mode;
+    bool spoke;       /* it has sent a notify message */
+    bool announced;   /* its readiness comes by READY=1, under the start timeout */
+    bool unannounced; /* ready without READY=1 (assumed by its mode) */
+
     bool closing; /* the deadline timer is closing; freed in its close_cb */
 
     /* Timing (loop ms, and wall ms for reports). */

@@ -214,7 +214,8 @@ int main(int argc, char **argv)
     if (r >= 0)
         cr_memwatch_start(wi.mw);
     if (r < 0) {
-        cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
+        if (r != -ECANCELED) /* -ECANCELED: the cause was logged where it was found */
+            cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
         /* Kill whatever was started before the failure; nothing may outlive us. */
         cr_supervisor_stop(&sup);
         uv_run(loop, UV_RUN_DEFAULT);

@@ -78,8 +78,10 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
     if (!w->soft_over)
         w->soft_crossed_at = cr_now_ms(sup);
     w->soft_over++;
+    /* A starting worker is recycled too: growing past the soft limit
+     * before it is ready is no reason to wait for the kernel's kill. */
     if (w->soft_over < sup->cfg.soft_samples || w->recycle_queued || w->replaced_by ||
-        (w->state != CR_WS_READY && w->state != CR_WS_BLOCKED))
+        (w->state != CR_WS_READY && w->state != CR_WS_BLOCKED && w->state != CR_WS_STARTING))
         return;
     char u[32], l[32], why[160];
     fmt_mib(u, sizeof(u), usage);
