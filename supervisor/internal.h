@@ -148,6 +148,8 @@ struct cr_supervisor {
     unsigned deaths_by_category[_CR_DEATH_MAX];
 
 
+    unsigned long orphans_reaped; /* re-parented descendants of workers, reaped */
+
     bool stopping;
     bool reloading;
     int exit_code;

@@ -32,6 +32,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ring.h"
+
 enum cr_wstate {
     CR_WS_NEW,      /* created, nothing spawned yet (within one call: start or retire) */
     CR_WS_STARTING, /* forked, exec'd, waiting for READY=1; deadline = start timeout */
@@ -117,9 +119,8 @@ struct cr_restart_policy {
 
 struct cr_restart_state {
     unsigned consecutive;                       /* unplanned deaths since the last stable run */
-    uint64_t deaths[CR_RESTART_MAX_BUDGET + 1]; /* times of recent unplanned deaths (ring) */
-    unsigned ndeaths;
-    unsigned head;
+    uint64_t deaths[CR_RESTART_MAX_BUDGET + 1]; /* times of recent unplanned deaths ... */
+    struct cr_ring ring;                        /* ... and which of them are in use */
 };
 
 struct cr_restart_decision {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <uv.h>
 
 #include "control.h"
@@ -27,7 +28,7 @@
 /* What main.c opened around the core, closed when the core finishes. */
 struct wiring {
     struct cr_supervisor *sup;
-    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_signal_t sig_term, sig_int, sig_hup, sig_chld;
     struct cr_metrics_http *http;
     struct cr_sd *sd;
     struct cr_memwatch *mw;
@@ -53,6 +54,23 @@ static void on_signal(uv_signal_t *h, int signum)
     }
     cr_log(CR_LOG_NOTICE, "%s received", strsignal(signum));
     cr_supervisor_stop(sup);
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    cr_io_reap_children(h->data);
+}
+
+/* corrald is a child subreaper: a worker's children that outlive it are
+ * re-parented here, not to init, and reaped on SIGCHLD — no zombie stays
+ * behind, and as a container's PID 1 corrald reaps every orphan. */
+static void reaper_start(struct wiring *wi, uv_loop_t *loop)
+{
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        cr_log(CR_LOG_WARNING, "cannot become a child subreaper: %s", strerror(errno));
+    uv_signal_init(loop, &wi->sig_chld);
+    wi->sig_chld.data = wi->sup;
+    uv_signal_start(&wi->sig_chld, on_sigchld, SIGCHLD);
 }
 
 static void signals_start(struct wiring *wi, uv_loop_t *loop)
@@ -81,6 +99,7 @@ static void on_event(void *userdata, const struct cr_event *ev)
         uv_close((uv_handle_t *)&wi->sig_term, NULL);
         uv_close((uv_handle_t *)&wi->sig_int, NULL);
         uv_close((uv_handle_t *)&wi->sig_hup, NULL);
+        uv_close((uv_handle_t *)&wi->sig_chld, NULL);
         return;
     }
     cJSON *o = cr_event_json(ev);
@@ -98,6 +117,7 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     cr_supervisor_init(sup, loop);
     sup->io_sink = &io_sink;
     signals_start(wi, loop);
+    reaper_start(wi, loop);
     if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0)
         return r;
     cr_supervisor_subscribe(sup, cr_log_on_event, NULL);

@@ -2,7 +2,6 @@
  * conventional names, base units (bytes, seconds), one family at a time. */
 #include "metrics.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,52 +9,9 @@
 #include <unistd.h>
 
 #include "death.h"
+#include "prom.h"
 #include "trend.h"
 #include "view.h"
-
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)n) * 2;
-        if (cap > (64u << 20)) { /* a hard cap: never grow without bound */
-            b->failed = true;
-            return;
-        }
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-}
-
-static void family(struct buf *b, const char *name, const char *type, const char *help)
-{
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 typedef double (*getter)(const struct cr_worker_view *w);
 
@@ -119,38 +75,38 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
     return 0;
 }
 
-static void supervisor_families(struct buf *b, const struct cr_supervisor *sup)
+static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *sup)
 {
     struct cr_supervisor_view v;
     cr_view_supervisor(sup, &v);
-    family(b, "corral_up", "gauge", "1 while corrald runs.");
-    put(b, "corral_up 1\n");
-    family(b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
-    put(b, "corral_uptime_seconds %.3f\n", (double)v.uptime_ms / 1000.0);
-    family(b, "corral_workers", "gauge", "Workers by lifecycle state.");
+    cr_prom_family(b, "corral_up", "gauge", "1 while corrald runs.");
+    cr_prom_printf(b, "corral_up 1\n");
+    cr_prom_family(b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
+    cr_prom_printf(b, "corral_uptime_seconds %.3f\n", (double)v.uptime_ms / 1000.0);
+    cr_prom_family(b, "corral_workers", "gauge", "Workers by lifecycle state.");
     for (int s = 0; s < _CR_WS_MAX; s++)
         if (!cr_wstate_unseen((enum cr_wstate)s))
-            put(b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s),
+            cr_prom_printf(b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s),
                 cr_supervisor_count_state(sup, (enum cr_wstate)s));
-    family(b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
-    put(b, "corral_workers_target %u\n", v.target);
-    family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
+    cr_prom_family(b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
+    cr_prom_printf(b, "corral_workers_target %u\n", v.target);
+    cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
-        put(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
+        cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
             cr_death_to_string((enum cr_death)d), v.deaths_by_category[d]);
 }
 
 char *cr_metrics_text(const struct cr_supervisor *sup)
 {
-    struct buf b = {0};
     struct listed ws;
     if (snapshot(sup, &ws) < 0)
         return NULL;
+    struct cr_prom b = CR_PROM_INIT;
     supervisor_families(&b, sup);
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
-        family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
+        cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
         for (size_t i = 0; i < ws.n; i++)
-            put(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, ws.v[i].id,
+            cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, ws.v[i].id,
                 worker_metrics[m].get(&ws.v[i]));
     }
     /* Three gauges, not one with a "quantile" label: that label belongs to
@@ -164,20 +120,17 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us)},
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
-        family(&b, delays[d].name, "gauge", delays[d].help);
+        cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
         for (size_t i = 0; i < ws.n; i++)
-            put(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
+            cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
                 (double)*(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off) / 1e6);
     }
-    family(&b, "corral_worker_memory_verdict", "gauge",
+    cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");
     for (size_t i = 0; i < ws.n; i++)
-        put(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", ws.v[i].id,
+        cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", ws.v[i].id,
             cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
     free(ws.v);
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p ? b.p : strdup("");
+    char *text;
+    return cr_prom_take(&b, &text, NULL) < 0 ? NULL : text;
 }

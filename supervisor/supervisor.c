@@ -145,7 +145,10 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
         snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
     /* Through the pidfd: the signal can only reach this process, never a
      * newer one that reused its pid. */
-    if (syscall(SYS_pidfd_send_signal, cr_io_pidfd(w), sig, NULL, 0) < 0 && errno != ESRCH)
+    int pidfd = cr_io_pidfd(w);
+    int r = pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0)
+                       : kill(w->pid, sig); /* no pidfd: still unreaped, so still ours */
+    if (r < 0 && errno != ESRCH)
         cr_log_event(CR_LOG_WARNING, "signal-failed", w->id, w->pid, NULL,
                      "worker %d: sending signal %d failed: %s", w->id, sig, strerror(errno));
 }

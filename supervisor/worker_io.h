@@ -32,5 +32,10 @@ int cr_io_pidfd(const struct cr_worker *w);
 void cr_io_drain_output(struct cr_worker *w);
 /* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes. */
 void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len);
+/* Reaps every exited child of corrald: a worker through the same path as
+ * its pidfd (the only path where there is no pidfd: kernels before 5.3,
+ * valgrind), anything else as an orphan re-parented to corrald, a child
+ * subreaper (and PID 1 in a container). Call on SIGCHLD. */
+void cr_io_reap_children(struct cr_supervisor *sup);
 /* Starts polling the shared datagram notify socket (sup->notify_fd). */
 int cr_io_notify_start(struct cr_supervisor *sup);
