@@ -519,6 +519,7 @@ static enum cr_wevent act_spawn(struct cr_worker *w)
     w->ready_mode = c->ready;
     w->spoke = w->unannounced = false;
     w->announced = c->ready == CR_READY_NOTIFY;
+    w->heap_limit_given = 0;
     int r = cr_worker_spawn(w);
     if (r < 0) {
         cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
