@@ -343,9 +343,9 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
             return 0;
         }
         if ((r = parse_number(o, value, &v, err, errlen)) < 0) {
-            if (strcmp(value, "0") == 0)
-                fail(err, errlen, "--workers: 0 is out of range 1..%llu (auto: one per core)",
-                     (unsigned long long)o->max);
+            if (value[0] && strspn(value, "0123456789") == strlen(value))
+                fail(err, errlen, "--workers: %s is out of range 1..%llu (auto: one per core)",
+                     value, (unsigned long long)o->max);
             return r;
         }
         cfg->workers = (unsigned)v;
@@ -534,8 +534,33 @@ int cr_config_set(struct cr_config *cfg, const char *key, const char *value, boo
     return 0;
 }
 
+/* HOST:PORT ([V6]:PORT), port 0..65535 (0: any free port); one line that
+ * names the option and the range, before anything is opened. */
+static int check_listen(const char *hostport, char *err, size_t errlen)
+{
+    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+    if (!hostport)
+        return 0;
+    if (!colon || colon == hostport || !colon[1])
+        return fail(err, errlen, "--listen: '%s' is not HOST:PORT (127.0.0.1:8080, [::1]:8080)",
+                    hostport);
+    if (hostport[0] == '[' && colon[-1] != ']')
+        return fail(err, errlen, "--listen: '%s' is not [IPV6]:PORT", hostport);
+    uint64_t port;
+    int r = cr_units_parse_uint(colon + 1, 0, UINT64_MAX, &port);
+    if (r < 0)
+        return fail(err, errlen, "--listen: port '%s' is not a number", colon + 1);
+    if (port > 65535)
+        return fail(err, errlen, "--listen: port %s is out of range 1..65535 (0: any free port)",
+                    colon + 1);
+    return 0;
+}
+
 int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
 {
+    int r = check_listen(cfg->listen, err, errlen);
+    if (r < 0)
+        return r;
     if (cfg->memory_soft_pct) {
         if (!cfg->memory_max)
             return fail(err, errlen, "--memory-soft %u%% needs --memory-max",

@@ -131,7 +131,12 @@ static void test_ranges(void **state)
         "--history: '100000' is out of range (1 to 65536)");
     bad((char *[]){"corrald", "--sample-interval", "5", NULL}, "out of range (10ms to 720h)");
     bad((char *[]){"corrald", "--memory-max", "2048T", NULL}, "out of range (0 to 1024T)");
-    bad((char *[]){"corrald", "--workers", "5000", NULL}, "out of range (1 to 4096)");
+    bad((char *[]){"corrald", "--workers", "5000", NULL}, "--workers: 5000 is out of range 1..4096");
+    bad((char *[]){"corrald", "--listen", "127.0.0.1:99999", NULL},
+        "--listen: port 99999 is out of range 1..65535");
+    bad((char *[]){"corrald", "--listen", "localhost", NULL}, "--listen: 'localhost' is not HOST:PORT");
+    bad((char *[]){"corrald", "--listen", "[::1:80", NULL}, "--listen");
+    bad((char *[]){"corrald", "--listen", "127.0.0.1:http", NULL}, "--listen: port 'http'");
     /* 0 is not a silent "one per core": that is spelled auto. */
     bad((char *[]){"corrald", "--workers", "0", NULL}, "--workers: 0 is out of range 1..4096");
     bad((char *[]){"corrald", "--ready", "sometimes", NULL}, "--ready: 'sometimes' is not");
