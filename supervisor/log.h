@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <sys/types.h>
 
+struct cr_event;
+
 enum cr_log_level { CR_LOG_DEBUG, CR_LOG_INFO, CR_LOG_NOTICE, CR_LOG_WARNING, CR_LOG_ERR };
 
 /* Reads JOURNAL_STREAM and decides where lines go. */
@@ -25,3 +27,8 @@ void cr_log(enum cr_log_level level, const char *fmt, ...) __attribute__((format
 void cr_log_event(enum cr_log_level level, const char *event, int worker_id, pid_t pid,
                   const char *const *fields, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+
+/* Subscriber to the core's events: a death's journal line with its
+ * structured fields (CORRAL_DEATH=, CORRAL_POSTMORTEM=, …), and
+ * `set log-level`. */
+void cr_log_on_event(void *userdata, const struct cr_event *ev);

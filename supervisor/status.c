@@ -1,13 +1,16 @@
 /* JSON views of the supervisor and its workers, for `status`, `worker`
  * and the events stream. Units are in the key names. */
-#include "internal.h"
+#include "status.h"
 
 #include <cjson/cJSON.h>
 #include <unistd.h>
 
 #include "cr_cgroup.h"
 #include "cr_config.h"
+#include "events.h"
 #include "history.h"
+#include "internal.h"
+#include "supervisor.h"
 #include "trend.h"
 
 static void num(cJSON *o, const char *k, double v)
@@ -15,9 +18,9 @@ static void num(cJSON *o, const char *k, double v)
     cJSON_AddNumberToObject(o, k, v);
 }
 
-cJSON *cr_worker_json(struct cr_worker *w)
+cJSON *cr_worker_json(const struct cr_worker *w)
 {
-    struct cr_supervisor *sup = w->sup;
+    const struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cJSON *o = cJSON_CreateObject();
     num(o, "id", w->id);
@@ -67,7 +70,7 @@ cJSON *cr_worker_json(struct cr_worker *w)
     return o;
 }
 
-cJSON *cr_status_json(struct cr_supervisor *sup)
+cJSON *cr_status_json(const struct cr_supervisor *sup)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *s = cJSON_AddObjectToObject(root, "supervisor");
@@ -104,7 +107,41 @@ cJSON *cr_status_json(struct cr_supervisor *sup)
         cJSON_AddItemToArray(cmd, cJSON_CreateString(sup->worker_path));
 
     cJSON *ws = cJSON_AddArrayToObject(root, "workers");
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
+    for (const struct cr_worker *w = sup->workers; w; w = w->next)
         cJSON_AddItemToArray(ws, cr_worker_json(w));
     return root;
+}
+
+cJSON *cr_event_json(const struct cr_event *ev)
+{
+    const char *name;
+    switch (ev->type) {
+    case CR_EV_WORKER_STATE:
+        name = ev->name;
+        break;
+    case CR_EV_WORKER_RECYCLE:
+        name = "recycling";
+        break;
+    case CR_EV_WORKER_DIED:
+        name = "died";
+        break;
+    default:
+        return NULL;
+    }
+    if (!name)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", name);
+    num(o, "time_ms", (double)ev->time_ms);
+    num(o, "worker", ev->worker);
+    num(o, "pid", ev->pid);
+    num(o, "generation", ev->generation);
+    if (ev->type == CR_EV_WORKER_DIED && ev->postmortem) {
+        cJSON_AddStringToObject(o, "category", cr_death_to_string(ev->postmortem->category));
+        cJSON_AddStringToObject(o, "reason", ev->postmortem->reason);
+        cJSON_AddItemToObject(o, "postmortem", cr_postmortem_to_json(ev->postmortem));
+    } else if (ev->reason) {
+        cJSON_AddStringToObject(o, "reason", ev->reason);
+    }
+    return o;
 }

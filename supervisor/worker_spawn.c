@@ -1,8 +1,7 @@
 /* Spawning one worker generation: its environment, argv, cgroup and
- * descriptors, then cr_spawn(); and what happens when that fails. */
-#include "internal.h"
+ * descriptors, then cr_spawn(). Which state follows is the core's call. */
+#include "worker_spawn.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,11 +14,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgsetup.h"
 #include "cr_config.h"
-#include "history.h"
+#include "internal.h"
 #include "log.h"
 #include "node_agent.h"
+#include "spawn.h"
 #include "trend.h"
+#include "worker_io.h"
 
 /* ---- spawning ---------------------------------------------------------- */
 
@@ -94,13 +96,15 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     r = r ?: strv_add(env, strdup("CORRAL_NOTIFY_FD=4"));
     r = r ?: strv_add(env, fmt("CORRAL_WORKER_ID=%d", w->id));
     r = r ?: strv_add(env, fmt("CORRAL_GENERATION=%u", w->generation));
-    if (c->memory_max) {
+    if (c->memory_max)
         r = r ?: strv_add(env, fmt("CORRAL_MEMORY_MAX=%llu", (unsigned long long)c->memory_max));
+    if (cr_cg_heap_limit(sup))
         r = r ?: strv_add(env, fmt("CORRAL_HEAP_LIMIT=%llu",
-                                   (unsigned long long)cr_config_heap_limit(c)));
-    }
+                                   (unsigned long long)cr_cg_heap_limit(sup)));
     if (c->threadpool)
         r = r ?: strv_add(env, fmt("UV_THREADPOOL_SIZE=%u", c->threadpool));
+    if (c->watchdog_ms) /* as systemd does: the worker paces its heartbeats by it */
+        r = r ?: strv_add(env, fmt("WATCHDOG_USEC=%llu", (unsigned long long)c->watchdog_ms * 1000));
     return r;
 }
 
@@ -114,9 +118,9 @@ static bool is_node(const char *path)
 /* V8's heap limit is old space plus the young generation's reserve (48 MB
  * on 64-bit Node 20: --max-old-space-size=64 reports a 112 MB limit), so the
  * old space gets the derived heap limit minus that reserve. */
-static uint64_t node_old_space_mb(const struct cr_config *c)
+static uint64_t node_old_space_mb(const struct cr_supervisor *sup)
 {
-    uint64_t mb = cr_config_heap_limit(c) >> 20;
+    uint64_t mb = cr_cg_heap_limit(sup) >> 20;
     return mb > 96 ? mb - 48 : (mb / 2 ? mb / 2 : 1);
 }
 
@@ -131,8 +135,8 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
     char *agent = NULL;
     if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent)
         r = strv_add(argv, agent);
-    if (r == 0 && c->node_heap && c->memory_max && is_node(c->argv[0]))
-        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(c)));
+    if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0]))
+        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(sup)));
     for (size_t i = 1; r == 0 && i < c->argc; i++)
         r = strv_add(argv, strdup(c->argv[i]));
     return r;
@@ -160,8 +164,7 @@ static unsigned next_generation(struct cr_supervisor *sup, int id)
     return ++sup->generations[id];
 }
 
-/* Forks and execs the next generation of w. -errno when nothing runs. */
-static int worker_spawn(struct cr_worker *w)
+int cr_worker_spawn(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     struct strv env = {0}, argv = {0};
@@ -232,7 +235,6 @@ static int worker_spawn(struct cr_worker *w)
     w->ready_at = 0;
     w->last_report_at = w->spawned_at;
 
-    extern int cr_io_adopt(struct cr_worker * w, int pidfd, int out_fd, int ns_fd);
     r = cr_io_adopt(w, res.pidfd, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
     if (r < 0) {
@@ -251,7 +253,6 @@ static int worker_spawn(struct cr_worker *w)
         cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
                      "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
                      w->generation, w->replaces ? " (replacement)" : "");
-    cr_worker_emit(w, "spawned", NULL, NULL);
     r = 0;
 out:
     if (outp[0] >= 0)
@@ -269,27 +270,25 @@ out:
     return r;
 }
 
-/* Starts generation n+1 of w, or — when even fork/cgroup setup fails —
- * treats it like an unplanned death so the restart policy throttles it. */
-void cr_worker_start(struct cr_worker *w)
+char *cr_worker_default_path(void)
 {
-    struct cr_supervisor *sup = w->sup;
-    int r = worker_spawn(w);
-    if (r == 0) {
-        w->state = CR_WS_STARTING;
-        cr_worker_set_deadline(w, sup->cfg.start_timeout_ms);
-        return;
+    const char *env = getenv("CORRAL_WORKER");
+    if (env && *env)
+        return strdup(env);
+    /* In a build tree the worker sits in ../worker/ next to supervisor/. */
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            char *cand = NULL;
+            if (asprintf(&cand, "%s/../worker/corral-worker", self) >= 0 &&
+                access(cand, X_OK) == 0)
+                return cand;
+            free(cand);
+        }
     }
-    cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
-                 w->id, strerror(-r));
-    if (w->replaces) {
-        /* A failed replacement leaves the old worker serving. */
-        cr_worker_remove(w);
-        return;
-    }
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d = cr_restart_decide(&p, &w->restart, cr_now_ms(sup), 0, false);
-    w->state = d.next;
-    cr_worker_set_deadline(w, d.delay_ms);
+    return strdup(CR_LIBEXECDIR "/corral/corral-worker");
 }
-
