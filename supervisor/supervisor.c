@@ -179,18 +179,31 @@ static void start_replacement(struct cr_worker *old)
     cr_worker_start(r);
 }
 
+/* A worker that is not ready yet serves no one corrald counts on: a
+ * recycle (reload, the soft limit crossed while starting) restarts it in
+ * place — a planned death, then a fresh process at once — rather than wait
+ * for a readiness that may never come. */
+static void restart_in_place(struct cr_worker *w)
+{
+    w->recycle_queued = false;
+    w->kill_reason = CR_KILL_RECYCLE;
+    snprintf(w->kill_text, sizeof(w->kill_text), "%s", w->recycle_text);
+    cr_worker_event(w, CR_WE_DRAIN);
+}
+
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
 {
     if (sup->stopping)
         return;
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (w->recycle_queued && w->state == CR_WS_STARTING && !w->replaced_by &&
+            !w->retire_on_exit)
+            restart_in_place(w);
     for (struct cr_worker *w = sup->workers; w; w = w->next) {
         if (replacements_in_progress(sup) >= sup->cfg.recycle_parallel)
             break;
-        /* A starting worker is replaced too: one that never becomes ready
-         * (or grows past the soft limit first) must not hold a reload up. */
         if (w->recycle_queued && !w->replaced_by && !w->retire_on_exit &&
-            (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED ||
-             w->state == CR_WS_STARTING))
+            (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED))
             start_replacement(w);
     }
     bool pending = false;

@@ -137,6 +137,39 @@ def test_auto_speaking_worker_is_notify():
         c.close()
 
 
+def test_soft_limit_while_starting():
+    """--memory-soft acts on a worker that is still starting (here: notify
+    mode, an app that never sends READY=1 but serves): it is restarted in
+    place before the kernel has to kill it."""
+    ct.need_memcg()
+    cg = ct.TestCgroup("softstart")
+    try:
+        c = ct.Corrald("--ready", "notify", "--start-timeout", "60", "--memory-max", "320M",
+                       "--memory-soft", "100M", workers=1, cgroups=cg.rel, command=plain(),
+                       wait_ready=False)
+        try:
+            ct.wait_for(lambda: c.workers()[0]["pid"] and c.workers()[0]["rss_bytes"], 8,
+                        what="a sampled starting worker")
+            victim = c.workers()[0]["pid"]
+            for _ in range(20):
+                if c.history():
+                    break
+                try:
+                    c.get("/buffer?mb=8")
+                except OSError:
+                    pass
+                time.sleep(0.15)
+            d = c.wait_death("recycled", timeout=15)[0]
+            assert d["pid"] == victim and "soft limit" in d["reason"], d
+            assert d["oom_own"]["oom_kill"] == 0, d
+            ct.wait_for(lambda: c.workers()[0]["pid"] not in (0, victim) and
+                        c.workers()[0]["state"] == "starting", 5, what="a fresh process")
+        finally:
+            c.close()
+    finally:
+        cg.remove()
+
+
 # ---- honest unknowns -------------------------------------------------------------
 
 UNKNOWN = ["heap_used_bytes", "heap_total_bytes", "heap_limit_bytes", "external_bytes",
