@@ -198,7 +198,7 @@ def test_python_helper():
         victim = w["pid"]
         for _ in range(3):
             assert pid_of(c) == victim
-        w = ct.wait_for(lambda: c.workers()[0]["requests"] >= 3 and c.workers()[0], 5,
+        w = ct.wait_for(lambda: (c.workers()[0]["requests"] or 0) >= 3 and c.workers()[0], 5,
                         interval=0.1, what="the request count in a report")
         assert w["last_report_ago_ms"] < 2500, w
         assert (w.get("heap_used_bytes") or 0) == 0, "no heap figures from Python"
