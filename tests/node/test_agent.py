@@ -191,8 +191,10 @@ def test_python_helper():
     own READY=1, its request count and heartbeat reach status, and a SIGHUP
     reload drains it gracefully (exit 0, STOPPING=1 first)."""
     app = os.path.join(ROOT, "examples", "python", "app.py")
-    with h.corrald("--start-timeout", "20", workers=1, command=[sys.executable, app],
-                   name="pyhelp") as c:
+    # notify: it speaks, and this checks its own READY=1 (under load a
+    # Python start may take longer than auto's 1 s grace).
+    with h.corrald("--ready", "notify", "--start-timeout", "20", workers=1,
+                   command=[sys.executable, app], name="pyhelp") as c:
         w = c.workers()[0]
         assert w["state"] == "ready" and w.get("status") == "serving", w
         victim = w["pid"]
