@@ -267,6 +267,26 @@ static int set_ready(struct cr_config *cfg, const char *value, char *err, size_t
                 value);
 }
 
+/* --workers: a count 1..4096, or auto (0: one per core). */
+static int set_workers(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+                       size_t errlen)
+{
+    uint64_t v;
+    if (strcmp(value, "auto") == 0) {
+        cfg->workers = 0;
+        return 0;
+    }
+    int r = parse_number(o, value, &v, err, errlen);
+    if (r < 0) {
+        if (value[0] && strspn(value, "0123456789") == strlen(value))
+            fail(err, errlen, "--workers: %s is out of range 1..%llu (auto: one per core)", value,
+                 (unsigned long long)o->max);
+        return r;
+    }
+    cfg->workers = (unsigned)v;
+    return 0;
+}
+
 static int set_value(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
                      size_t errlen)
 {
@@ -338,18 +358,7 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     case OPT_READY:
         return set_ready(cfg, value, err, errlen);
     case OPT_WORKERS:
-        if (strcmp(value, "auto") == 0) {
-            cfg->workers = 0;
-            return 0;
-        }
-        if ((r = parse_number(o, value, &v, err, errlen)) < 0) {
-            if (value[0] && strspn(value, "0123456789") == strlen(value))
-                fail(err, errlen, "--workers: %s is out of range 1..%llu (auto: one per core)",
-                     value, (unsigned long long)o->max);
-            return r;
-        }
-        cfg->workers = (unsigned)v;
-        return 0;
+        return set_workers(cfg, o, value, err, errlen);
     case OPT_BALANCE:
         for (int i = 0; i < _CR_BALANCE_MAX; i++)
             if (strcmp(value, balance_names[i]) == 0) {
