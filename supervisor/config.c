@@ -76,6 +76,7 @@ static const struct opt opts[] = {
     {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1, 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
     {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 0, 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
     {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
+    {"node-agent", 0, OPT_BOOL, OFF(node_agent), 0, 0, false, NULL, "preload corral-node-agent.js into a node worker: READY and reports from an unmodified app (implied by --node-heap when installed)"},
     {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
     {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, 0, false, NULL, "run without per-worker cgroups"},
     {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), DUR(10), true, "MS", "memory sample period (default 250)"},

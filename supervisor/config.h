@@ -48,6 +48,7 @@ struct cr_config {
     unsigned soft_samples;
     unsigned heap_headroom_pct;
     bool node_heap;
+    bool node_agent;           /* preload the Node.js agent (node_agent.h) */
     char *cgroup_parent;
     bool no_cgroups;
     uint64_t sample_interval_ms;

@@ -20,6 +20,7 @@
 #include "cr_config.h"
 #include "internal.h"
 #include "log.h"
+#include "node_agent.h"
 #include "spawn.h"
 #include "trend.h"
 #include "worker_io.h"
@@ -166,6 +167,9 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
     if (!c->argc)
         return strv_add(argv, strdup(sup->worker_path));
     r = strv_add(argv, strdup(c->argv[0]));
+    char *agent = NULL;
+    if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent)
+        r = strv_add(argv, agent);
     if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0]))
         r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(sup)));
     for (size_t i = 1; r == 0 && i < c->argc; i++)
