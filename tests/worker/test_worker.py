@@ -394,8 +394,20 @@ def case_exec503():
 
 def case_file():
     with Worker(["--file-size", "4M"]) as w:
+        # The data is made on first use (not at start-up): no temp file yet;
+        # requests arriving while it is written all wait for it.
+        fds = os.listdir("/proc/%d/fd" % w.proc.pid)
+        links = [os.readlink("/proc/%d/fd/%s" % (w.proc.pid, f)) for f in fds]
+        check(not [x for x in links if "(deleted)" in x], "file made at start: %r" % links)
+        res = parallel(w, ["/file?mb=2"] * 4)
+        for _, _, r in res:
+            check(r.status == 200 and r.json()["bytes"] == 2 << 20, r)
         r = w.get("/file?mb=10").json()
         check(r["bytes"] == 10 << 20 and r["reads"] == 10, r)
+    with Worker(["--file-size", "1M"], env={"TMPDIR": "/nonexistent-corral"}) as w:
+        r = w.get("/file?mb=1")
+        check(r.status == 500, "no temp dir: %r" % r)
+        check(w.get("/light").status == 200, "the worker serves on")
     with Worker(["--file-size", "0"]) as w:
         check(w.get("/file?mb=1").status == 503, "file disabled")
 
