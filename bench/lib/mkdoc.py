@@ -135,6 +135,25 @@ def s_balance(t):
             f'isolation suite: a hash cannot see that a worker is blocked.')
 
 
+def s_startup(t):
+    w = next((r for r in t[1:] if r[0] == 'corral-worker' and r[1].startswith('SCHED')), None)
+    fl = next((r for r in t[1:] if r[0].startswith('floor') and r[1].startswith('SCHED')), None)
+    old = next((r for r in t[1:] if r[0].startswith('corral-worker before') and
+                r[1].startswith('SCHED')), None)
+    if not w:
+        return ''
+    med = float(w[3])
+    out = (f'Under SCHED_FIFO (the start\'s own cost, not the wait for a CPU) the worker reaches '
+           f'READY in {med:.2f} ms median (target ≤ 3 ms: {verdict(med <= 3)})')
+    if fl:
+        out += f', against {float(fl[3]):.2f} ms for the floor program'
+    if old:
+        out += f'; {old[0][len("corral-worker "):]}: {float(old[3]):.2f} ms'
+    return out + ('. What is left above the floor is mostly libuv and the worker\'s own set-up; '
+                  'the /file data and libcrypto are made and loaded on first use. '
+                  '`bench/startup --rt --worker PATH` times any build.')
+
+
 SUITES = [
     ('1. Throughput', 'throughput',
      'How many /light requests per second does corral serve, against Node and against nginx '
@@ -162,9 +181,21 @@ SUITES = [
     ('8. Balance', 'balance',
      'How evenly are requests spread over the workers: one shared accept queue vs SO_REUSEPORT?',
      [('balance.csv', s_balance)], ['balance']),
+    ('9. Worker start-up', 'startup',
+     'How long from fork() to READY=1 does the reference worker take, against a C program that '
+     'only takes its socket and says READY (linked with libsystemd, as every C worker is)?',
+     [('startup.csv', s_startup)], []),
 ]
 
 NOTES = {
+    'startup': (
+        'The "before" row comes from an older build passed in: `git archive 9b807f2 | tar -x -C '
+        '/tmp/before && meson setup /tmp/before/b /tmp/before --buildtype=release && meson compile '
+        '-C /tmp/before/b corral-worker`, then `CORRAL_BENCH_BEFORE=/tmp/before/b/worker/corral-worker '
+        'CORRAL_BENCH_BEFORE_LABEL="9b807f2, before the lean start" bench/run startup`. The '
+        'timing is done by `bench/lib/spawn_ready.c` (fork, fd 3, LISTEN_PID, NOTIFY_SOCKET, '
+        'like corrald), not by Python, whose own fork+exec costs 2-4 ms here. "normal" rows wait '
+        'for a CPU on this shared 2-core machine and move with its load.'),
     'supervision': (
         'Restart: corrald runs with `--backoff-initial 1ms --backoff-max 1ms --crash-budget 64` '
         '(the kills come back to back: with the defaults a lone death restarts at once, but a worker killed again before it ran 30 s backs off 100 ms, doubling, on purpose); '
