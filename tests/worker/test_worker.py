@@ -64,6 +64,23 @@ def case_keepalive():
         c.send(b"GET /light HTTP/1.0\r\n\r\n")
         check(c.response().status == 200, "HTTP/1.0")
         check(c.closed_within(2), "HTTP/1.0 connection kept open")
+    with Worker() as w, w.conn() as c:
+        # Short and long URLs, one sent in pieces, and small and large
+        # responses alternate on one connection (inline and heap buffers of
+        # recycled requests).
+        for i in range(40):
+            if i % 2:
+                long_path = b"/" + b"p" * (40 + 13 * i)
+                c.send(b"GET " + long_path[:30])
+                time.sleep(0.005)
+                c.send(long_path[30:] + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                r = c.response()
+                check(r.status == 404 and r.headers.get("connection") == "keep-alive", r)
+            else:
+                c.send(REQ % (b"/metrics" if i % 4 == 0 else b"/light"))
+                r = c.response()
+                check(r.status == 200, r)
+                check(len(r.body) > 1000 if i % 4 == 0 else r.body == "ok\n", r)
 
 
 def case_pipelining():
