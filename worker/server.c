@@ -233,7 +233,7 @@ static void timer_cb(uv_timer_t *t)
     case TIMER_IDLE:
         if (c->state != CONN_OPEN || !conn_idle(c))
             break;
-        if (input_waiting(c))
+        if (c->reading && input_waiting(c))
             arm(c, TIMER_IDLE, INPUT_WAIT_MS); /* read in this loop turn */
         else
             cr_conn_close(c);
