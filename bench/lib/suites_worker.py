@@ -189,6 +189,8 @@ def _profile():
     import subprocess as sp
     import tempfile
     from common import _spawn, free_port, stop_proc, wait_http, wrk
+    if not shutil.which('perf'):
+        raise RuntimeError('the profile suite needs perf: apt-get install linux-perf')
     label = os.environ.get('CORRAL_BENCH_PROFILE_LABEL', 'after')
     exe = os.environ.get('CORRAL_BENCH_PROFILE_WORKER', WORKER)
     port = free_port()
