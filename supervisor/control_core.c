@@ -10,6 +10,7 @@
 #include "operations.h"
 #include "status.h"
 #include "supervisor.h"
+#include "view.h"
 
 static cJSON *op_status(void *ctx)
 {
