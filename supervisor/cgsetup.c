@@ -95,9 +95,9 @@ static void log_create_failure(const char *wrel, enum cr_cgroup_layout layout, c
     if (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)
         cr_log(CR_LOG_ERR,
                "cannot create cgroup %s: %s is mounted read-only (a container's default); "
-               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN and run "
-               "'mount -o remount,%srw %s' before corrald (containers/entrypoint does), "
-               "or start corrald with --no-cgroups",
+               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN, with "
+               "'mount -o remount,%srw %s' before corrald (corral's image entrypoint does "
+               "it), or start corrald with --no-cgroups",
                wrel, mount, layout == CR_CGROUP_V1 ? "bind," : "", mount);
     else
         cr_log(CR_LOG_ERR,

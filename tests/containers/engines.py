@@ -92,6 +92,9 @@ class Engine:
     def build_flags(self):
         return []
 
+    def run_flags(self):
+        return []
+
     def env(self):
         """What corral-lab needs to drive this engine."""
         return {"CORRAL_LAB_ENGINE": " ".join(self.cmd), "CORRAL_LAB_IMAGE": self.image}
@@ -157,6 +160,9 @@ class Podman(Engine):
     def build_flags(self):
         return ["--network", "none", "--ulimit", "nofile=1024:20000",
                 "--ulimit", "nproc=4096:4096"]
+
+    def run_flags(self):
+        return ["--ulimit", "nofile=1024:20000", "--ulimit", "nproc=4096:4096"]
 
     def close(self):
         with contextlib.suppress(Exception):

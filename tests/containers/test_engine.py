@@ -36,6 +36,21 @@ def lab(eng, scenarios):
     return {rep["scenario"]: rep for rep in reports}
 
 
+def startup_messages(eng):
+    """A default container (read-only cgroup mount; on v1 docker's default
+    is the host's cgroup namespace) makes corrald fail at start-up with one
+    line naming the cause and the fix."""
+    out = {}
+    for label, flags in (("default", []), ("private-ns", ["--cgroupns=private"])):
+        r = subprocess.run(eng.cmd + ["run", "--rm", "--network", "none"] + flags + eng.run_flags()
+                           + [eng.image, "--workers", "1"], capture_output=True, text=True,
+                           timeout=120)
+        line = [x for x in (r.stdout + r.stderr).splitlines() if "fix:" in x]
+        print(f"{eng.name} {label}: exit {r.returncode}: {line}")
+        out[label] = (r.returncode, line)
+    return out
+
+
 def main():
     if os.geteuid() != 0:
         return engines.SKIP
@@ -46,6 +61,7 @@ def main():
         return engines.SKIP
     try:
         eng.build_image()
+        msgs = startup_messages(eng)
         reps = lab(eng, SCENARIOS)
     finally:
         eng.close()
@@ -55,6 +71,11 @@ def main():
         if not rep or rep.get("ok") is not True:
             bad.append((s, rep and (rep.get("mismatch") or rep.get("error")
                                     or rep.get("skipped"))))
+    for label, (rc, line) in msgs.items():
+        if rc == 0 or not line or ("--no-cgroups" not in line[0]):
+            bad.append((f"start-up message ({label})", rc, line))
+    if not any("read-only" in x for x in msgs["private-ns"][1]):
+        bad.append(("read-only mount not named", msgs["private-ns"]))
     co = reps.get("container-oom", {}).get("happened", {})
     if co.get("death", {}).get("category") != "oom-ancestor-limit":
         bad.append(("container-oom category", co.get("death")))
