@@ -93,11 +93,18 @@ class Engine:
         return []
 
     def run_flags(self):
-        return []
+        return self.sanitizer_flags()
+
+    @staticmethod
+    def sanitizer_flags():
+        """A sanitizer build's options reach the binaries in the container."""
+        return [f for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS") if os.environ.get(k)
+                for f in ("-e", f"{k}={os.environ[k]}")]
 
     def env(self):
         """What corral-lab needs to drive this engine."""
-        return {"CORRAL_LAB_ENGINE": " ".join(self.cmd), "CORRAL_LAB_IMAGE": self.image}
+        return {"CORRAL_LAB_ENGINE": " ".join(self.cmd), "CORRAL_LAB_IMAGE": self.image,
+                "CORRAL_LAB_RUN_FLAGS": " ".join(self.sanitizer_flags())}
 
 
 class Docker(Engine):
@@ -162,7 +169,8 @@ class Podman(Engine):
                 "--ulimit", "nproc=4096:4096"]
 
     def run_flags(self):
-        return ["--ulimit", "nofile=1024:20000", "--ulimit", "nproc=4096:4096"]
+        return ["--ulimit", "nofile=1024:20000", "--ulimit", "nproc=4096:4096"] + \
+            self.sanitizer_flags()
 
     def close(self):
         with contextlib.suppress(Exception):
