@@ -407,6 +407,13 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
     if (cr_cgroup_read_events(w->cg ? w->cg : shared, true, &e) == 0)
         ev->own = sub(to_delta(&e), w->own0);
     ev->ancestor = sub(ancestors_now(sup), w->anc0);
+    if (!ev->own.oom_kill) {
+        /* The kernel counts every OOM kill, the global killer's too, in
+         * the victim's own group: with none there, the system counter moved
+         * for someone else (another container, another service). */
+        ev->system_oom_kill = 0;
+        pm->oom_system = 0;
+    }
     if (shared) {
         /* The shared group's limit is the container's, not the worker's:
          * only its kill count speaks for the worker; its limit counters
