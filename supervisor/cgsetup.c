@@ -161,6 +161,48 @@ static void log_environment(struct cr_supervisor *sup)
     }
 }
 
+/* cgroup v2 allows no processes in a group whose children have controllers
+ * enabled: corrald moves itself into a leaf of its own group first. */
+static int enter_leaf(const char *base, const char *mount)
+{
+    char *leaf = NULL;
+    int r = cr_cgroup_delegate_setup(base, "supervisor", &leaf);
+    if (r < 0 && (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)) {
+        log_create_failure(base, CR_CGROUP_V2, mount, -EROFS);
+        return -EROFS;
+    }
+    if (r < 0) {
+        cr_log(CR_LOG_ERR, "cgroup v2 delegation of %s failed: %s (is Delegate=yes set?)", base,
+               strerror(-r));
+        return r;
+    }
+    cr_log(CR_LOG_INFO, "moved corrald into %s", leaf);
+    free(leaf);
+    return 0;
+}
+
+/* <base>/workers, with the memory controller enabled below it on v2. */
+static int make_workers(struct cr_supervisor *sup, enum cr_cgroup_layout layout,
+                        const char *mount, char **ret_wrel)
+{
+    char *wrel = join(sup->cg_base, "workers");
+    int r = wrel ? cr_cgroup_open(wrel, true, &sup->cg_workers) : -ENOMEM;
+    if (r < 0) {
+        log_create_failure(wrel ? wrel : "workers", layout, mount, r);
+        free(wrel);
+        return r;
+    }
+    if (layout == CR_CGROUP_V2 && ((r = cr_cgroup_enable_subtree(sup->cg_base)) < 0 ||
+                                   (r = cr_cgroup_enable_subtree(wrel)) < 0)) {
+        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", wrel,
+               strerror(-r));
+        free(wrel);
+        return r;
+    }
+    *ret_wrel = wrel;
+    return 0;
+}
+
 int cr_cg_setup(struct cr_supervisor *sup)
 {
     const struct cr_config *c = &sup->cfg;
@@ -196,40 +238,13 @@ int cr_cg_setup(struct cr_supervisor *sup)
     }
     if (!c->cgroup_parent && (r = check_visible(base, mount)) < 0)
         goto fail;
-    if (layout == CR_CGROUP_V2 && !c->cgroup_parent) {
-        /* cgroup v2 allows no processes in a group whose children have
-         * controllers enabled: corrald moves itself into a leaf first. */
-        char *leaf = NULL;
-        r = cr_cgroup_delegate_setup(base, "supervisor", &leaf);
-        if (r < 0 && (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)) {
-            log_create_failure(base, layout, mount, -EROFS);
-            goto fail;
-        } else if (r < 0) {
-            cr_log(CR_LOG_ERR, "cgroup v2 delegation of %s failed: %s (is Delegate=yes set?)",
-                   base, strerror(-r));
-            goto fail;
-        }
-        cr_log(CR_LOG_INFO, "moved corrald into %s", leaf);
-        free(leaf);
-    }
+    if (layout == CR_CGROUP_V2 && !c->cgroup_parent && (r = enter_leaf(base, mount)) < 0)
+        goto fail;
     sup->cg_base = base;
     base = NULL;
-    char *wrel = join(sup->cg_base, "workers");
-    r = wrel ? cr_cgroup_open(wrel, true, &sup->cg_workers) : -ENOMEM;
-    if (r < 0) {
-        log_create_failure(wrel ? wrel : "workers", layout, mount, r);
-        free(wrel);
+    char *wrel = NULL;
+    if ((r = make_workers(sup, layout, mount, &wrel)) < 0)
         goto fail;
-    }
-    if (layout == CR_CGROUP_V2) {
-        if ((r = cr_cgroup_enable_subtree(sup->cg_base)) < 0 ||
-            (r = cr_cgroup_enable_subtree(wrel)) < 0) {
-            cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", wrel,
-                   strerror(-r));
-            free(wrel);
-            goto fail;
-        }
-    }
     unsigned removed = 0, left = 0;
     if (cr_cgroup_reclaim_stale(wrel, "w", &removed, &left) == 0 && (removed || left))
         cr_log(CR_LOG_NOTICE, "reclaimed %u stale worker cgroup(s) under %s%s", removed, wrel,
