@@ -166,6 +166,31 @@ int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms);
 int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned *ret_removed,
                             unsigned *ret_left);
 
+/* The processes of a group (cgroup.procs). read_procs: *ret is malloc'd
+ * (caller frees). parse_procs is the pure parser: -EINVAL on text that is
+ * not one positive pid a line, -ENOBUFS past cap. */
+int cr_cgroup_parse_procs(const char *text, pid_t *pids, size_t cap, size_t *ret_n);
+int cr_cgroup_read_procs(struct cr_cgroup *cg, pid_t **ret, size_t *ret_n);
+int cr_cgroup_count_procs(struct cr_cgroup *cg, size_t *ret_n);
+
+/* Sends sig to every process in the group (not its child groups), so that
+ * nothing a worker started outlives it. SIGKILL on v2 with cgroup.kill
+ * (5.14+) is one write, race-free against forks. Otherwise rounds of
+ * reading cgroup.procs and signalling each process through a pidfd after
+ * checking it is still a member (no recycled pid is ever hit), until a round
+ * finds nobody new: a child forked before its parent died shows up in the
+ * next round. Does not wait for the processes to die: the group empties
+ * as the kernel tears them down (cr_cgroup_remove retries while busy).
+ * ret_signalled (may be NULL): how many processes were signalled. The root
+ * group is refused (-EPERM). */
+int cr_cgroup_kill(struct cr_cgroup *cg, int sig, unsigned *ret_signalled);
+
+/* SIGKILLs the processes of every child group of parent_rel whose name
+ * starts with prefix: what a corrald killed with SIGKILL left behind, before
+ * cr_cgroup_reclaim_stale() removes the groups (retry removal while the
+ * kernel tears the processes down). ret_killed (may be NULL): how many. */
+int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *ret_killed);
+
 /* An fd that becomes readable (POLLIN) when an OOM event happens in the
  * group: v1 an eventfd registered through cgroup.event_control on
  * memory.oom_control (fires when this group or any ancestor enters OOM,
@@ -185,3 +210,33 @@ int cr_cgroup_delegate_setup(const char *rel, const char *leaf_name, char **ret_
 
 /* v2: enables controllers in rel's cgroup.subtree_control (memory required). */
 int cr_cgroup_enable_subtree(const char *rel);
+
+/* Opens a read-only handle on rel below an explicit mount directory (a
+ * fixture tree in tests, or a mount other than the system's) without
+ * initializing libcgroup; readers (get_max, read_*) work on it, writers
+ * should not be used. -EINVAL for a bad layout or rel, -ENOENT/-ENOTDIR
+ * when the directory is missing. */
+int cr_cgroup_open_at(const char *mount, enum cr_cgroup_layout l, const char *rel,
+                      struct cr_cgroup **ret);
+
+/* The groups whose limits and counters enclose a process in rel, nearest
+ * first: rel itself when include_self, then each parent, and the root of
+ * the hierarchy only when it has a finite limit (the root of a cgroup
+ * namespace is a container's own group: docker/podman with a private
+ * cgroup namespace put the container's limit there; the host's root never
+ * has one). Groups that cannot be opened are skipped. mount NULL: the
+ * system's memory mount and layout (l is then ignored). Returns the count
+ * (>= 0) and an array the caller frees with cr_cgroup_free_list, or
+ * -errno. */
+int cr_cgroup_enclosing(const char *mount, enum cr_cgroup_layout l, const char *rel,
+                        bool include_self, struct cr_cgroup ***ret, size_t *ret_n);
+void cr_cgroup_free_list(struct cr_cgroup **v, size_t n);
+
+/* 0 when the memory mount is writable, -EROFS when it is mounted read-only
+ * (a container's default), other -errno on failure. */
+int cr_cgroup_mount_writable(void);
+
+/* 0 when rel exists below the memory mount, else -errno (-ENOENT: the path
+ * /proc/self/cgroup names is not visible, e.g. a container sharing the
+ * host's cgroup namespace on v1, whose mount shows only its own group). */
+int cr_cgroup_rel_visible(const char *rel);

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cr_cgroup.h"
@@ -37,45 +39,143 @@ static char *join(const char *a, const char *b)
     return s;
 }
 
-static int setup_ancestors(struct cr_supervisor *sup)
+/* Every group that encloses the workers, nearest first, the root of the
+ * hierarchy only when it has a limit (the root of a cgroup namespace is a
+ * container's own group): a limit on any of them (a test's group, a
+ * service's MemoryMax=, a container) is an "ancestor limit" for the
+ * workers. With --no-cgroups the first is corrald's own group, which the
+ * workers share. */
+static void setup_ancestors(struct cr_supervisor *sup, const char *rel)
 {
-    /* Every enclosing group up to, not including, the root: a limit on any
-     * of them (a test's group, a service's MemoryMax=, a container) is an
-     * "ancestor limit" for the workers. */
-    char *rel = strdup(cr_cgroup_rel(sup->cg_workers));
-    while (rel && strcmp(rel, "/") != 0) {
-        struct cr_cgroup *cg;
-        if (cr_cgroup_open(rel, false, &cg) == 0) {
-            struct cr_cgroup **n =
-                realloc(sup->cg_ancestors, (sup->cg_nancestors + 1) * sizeof(*n));
-            if (!n) {
-                cr_cgroup_free(cg);
-                break;
-            }
-            sup->cg_ancestors = n;
-            sup->cg_ancestors[sup->cg_nancestors++] = cg;
-        }
-        char *p = cr_cgroup_parent(rel);
-        free(rel);
-        rel = p;
+    struct cr_cgroup **v = NULL;
+    size_t n = 0;
+    int r = cr_cgroup_enclosing(NULL, CR_CGROUP_NONE, rel, true, &v, &n);
+    if (r < 0) {
+        cr_log(CR_LOG_WARNING, "cannot open the groups enclosing %s: %s", rel, strerror(-r));
+        return;
     }
-    free(rel);
-    return 0;
+    sup->cg_ancestors = v;
+    sup->cg_nancestors = n;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t max = 0;
+        if (cr_cgroup_get_max(v[i], &max) == 0 && max != CR_CGROUP_UNLIMITED && max)
+            cr_log(CR_LOG_INFO, "enclosing limit %.1f MiB on %s%s", (double)max / 1048576.0,
+                   cr_cgroup_rel(v[i]),
+                   strcmp(cr_cgroup_rel(v[i]), "/") == 0 ? " (the root of a cgroup namespace)"
+                                                         : "");
+    }
+}
+
+/* --no-cgroups: no groups are made, but the counters of corrald's own group
+ * and the groups above it are still read, so that a container's limit is
+ * told from the machine running out of memory. Nothing is required: with no
+ * readable memory controller the workers are still supervised. */
+static void setup_shared(struct cr_supervisor *sup)
+{
+    enum cr_cgroup_layout layout = CR_CGROUP_NONE;
+    char *own = NULL;
+    if (cr_cgroup_detect(&layout, NULL) < 0 || layout == CR_CGROUP_NONE ||
+        cr_cgroup_of_pid(0, &own) < 0) {
+        cr_log(CR_LOG_NOTICE, "cgroups disabled (--no-cgroups) and no memory controller to "
+                              "read: OOM kills can only be told from /proc/vmstat");
+        return;
+    }
+    sup->cg_layout = layout;
+    setup_ancestors(sup, own);
+    cr_log(CR_LOG_NOTICE, "cgroups disabled (--no-cgroups): no per-worker limits; reading the "
+                          "OOM counters of %zu enclosing group(s) of %s",
+           sup->cg_nancestors, own);
+    free(own);
+}
+
+/* Why a worker group could not be made, and the exact fix, in one line. */
+static void log_create_failure(const char *wrel, enum cr_cgroup_layout layout, const char *mount,
+                               int r)
+{
+    if (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)
+        cr_log(CR_LOG_ERR,
+               "cannot create cgroup %s: %s is mounted read-only (a container's default); "
+               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN and run "
+               "'mount -o remount,%srw %s' before corrald (containers/entrypoint does), "
+               "or start corrald with --no-cgroups",
+               wrel, mount, layout == CR_CGROUP_V1 ? "bind," : "", mount);
+    else
+        cr_log(CR_LOG_ERR,
+               "cannot create cgroup %s (%s) under %s: %s; run as root, delegate the subtree "
+               "(systemd Delegate=yes), or use --no-cgroups",
+               wrel, cr_cgroup_layout_to_string(layout), mount, strerror(-r));
+}
+
+/* corrald's own group as /proc/self/cgroup names it must exist below the
+ * mount. A v1 container that shares the host's cgroup namespace (docker's
+ * default on v1) sees a path like /docker/<id> while its mount shows only
+ * its own group at the root. */
+static int check_visible(const char *base, const char *mount)
+{
+    int r = cr_cgroup_rel_visible(base);
+    if (r == -ENOENT)
+        cr_log(CR_LOG_ERR,
+               "corrald's cgroup %s is not visible under %s: this container shares the host's "
+               "cgroup namespace; fix: docker run --cgroupns=private (podman: "
+               "--cgroupns=private), or start corrald with --no-cgroups",
+               base, mount);
+    return r;
+}
+
+/* Which container engine, if any, from the marks engines leave: docker's
+ * /.dockerenv, podman's /run/.containerenv, the container= variable
+ * (podman, systemd-nspawn, LXC). NULL: none found. */
+static const char *container_engine(void)
+{
+    const char *env = getenv("container");
+    if (access("/.dockerenv", F_OK) == 0)
+        return "docker";
+    if (access("/run/.containerenv", F_OK) == 0)
+        return "podman";
+    return env && *env ? env : NULL;
+}
+
+/* The engines' default grace between SIGTERM and SIGKILL is 10 s (docker
+ * stop, podman stop, Kubernetes terminationGracePeriodSeconds 30 s): as
+ * PID 1 the default drain must end before that, or every stop ends in the
+ * engine's SIGKILL with requests still in flight. */
+#define CR_PID1_STOP_TIMEOUT_MS 8000
+#define CR_DEFAULT_STOP_TIMEOUT_MS 10000
+
+static void log_environment(struct cr_supervisor *sup)
+{
+    const char *engine = container_engine();
+    bool pid1 = getpid() == 1;
+    if (!pid1 && !engine)
+        return;
+    cr_log(CR_LOG_NOTICE, "corrald runs %s%s%s", pid1 ? "as PID 1" : "",
+           pid1 && engine ? " " : "", engine ? "in a container" : "");
+    if (engine)
+        cr_log(CR_LOG_INFO, "container engine: %s", engine);
+    if (pid1 && sup->cfg.stop_timeout_ms == CR_DEFAULT_STOP_TIMEOUT_MS) {
+        sup->cfg.stop_timeout_ms = CR_PID1_STOP_TIMEOUT_MS;
+        cr_log(CR_LOG_NOTICE, "as PID 1 the default stop timeout is %u s, inside the engines' "
+                              "10 s grace; raise both together (--stop-timeout and docker/podman "
+                              "stop -t, or terminationGracePeriodSeconds)",
+               CR_PID1_STOP_TIMEOUT_MS / 1000);
+    }
 }
 
 int cr_cg_setup(struct cr_supervisor *sup)
 {
     const struct cr_config *c = &sup->cfg;
+    log_environment(sup);
     if (c->no_cgroups) {
-        cr_log(CR_LOG_NOTICE, "cgroups disabled (--no-cgroups): no per-worker memory limits");
+        setup_shared(sup);
         return 0;
     }
     enum cr_cgroup_layout layout;
     char *mount = NULL;
     int r = cr_cgroup_detect(&layout, &mount);
     if (r < 0 || layout == CR_CGROUP_NONE) {
-        cr_log(CR_LOG_ERR, "no cgroup memory controller found (%s); run with --no-cgroups to "
-                           "supervise without memory limits",
+        cr_log(CR_LOG_ERR, "no cgroup memory controller found (%s); fix: mount the memory "
+                           "controller (in a container: do not mask /sys/fs/cgroup), or start "
+                           "corrald with --no-cgroups to supervise without per-worker limits",
                r < 0 ? strerror(-r) : "none mounted");
         free(mount);
         return r < 0 ? r : -ENOTSUP;
@@ -94,12 +194,17 @@ int cr_cg_setup(struct cr_supervisor *sup)
         free(mount);
         return r;
     }
+    if (!c->cgroup_parent && (r = check_visible(base, mount)) < 0)
+        goto fail;
     if (layout == CR_CGROUP_V2 && !c->cgroup_parent) {
         /* cgroup v2 allows no processes in a group whose children have
          * controllers enabled: corrald moves itself into a leaf first. */
         char *leaf = NULL;
         r = cr_cgroup_delegate_setup(base, "supervisor", &leaf);
-        if (r < 0) {
+        if (r < 0 && (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)) {
+            log_create_failure(base, layout, mount, -EROFS);
+            goto fail;
+        } else if (r < 0) {
             cr_log(CR_LOG_ERR, "cgroup v2 delegation of %s failed: %s (is Delegate=yes set?)",
                    base, strerror(-r));
             goto fail;
@@ -112,10 +217,7 @@ int cr_cg_setup(struct cr_supervisor *sup)
     char *wrel = join(sup->cg_base, "workers");
     r = wrel ? cr_cgroup_open(wrel, true, &sup->cg_workers) : -ENOMEM;
     if (r < 0) {
-        cr_log(CR_LOG_ERR, "cannot create cgroup %s (%s) under %s: %s; run as root, delegate "
-                           "the subtree, or use --no-cgroups",
-               wrel ? wrel : "workers", cr_cgroup_layout_to_string(layout), mount,
-               strerror(-r));
+        log_create_failure(wrel ? wrel : "workers", layout, mount, r);
         free(wrel);
         goto fail;
     }
@@ -134,9 +236,9 @@ int cr_cg_setup(struct cr_supervisor *sup)
                left ? " (some still hold processes and were left)" : "");
     cr_log(CR_LOG_INFO, "worker cgroups under %s (%s at %s)", wrel,
            cr_cgroup_layout_to_string(layout), mount);
+    setup_ancestors(sup, wrel);
     free(wrel);
     free(mount);
-    setup_ancestors(sup);
     sup->cgroups = true;
     return 0;
 fail:
@@ -214,19 +316,27 @@ static struct cr_oom_delta ancestors_now(struct cr_supervisor *sup)
     return sum;
 }
 
+/* --no-cgroups with readable counters: the workers share corrald's own
+ * group, the first of the enclosing groups. */
+static struct cr_cgroup *shared_group(const struct cr_supervisor *sup)
+{
+    return sup->cfg.no_cgroups && sup->cg_nancestors ? sup->cg_ancestors[0] : NULL;
+}
+
 /* Per-ancestor baselines would be exact; the sum is enough to tell "an
  * enclosing limit was hit during this life", and the group that moved is
  * found again at death by comparing with the limit readings. */
 void cr_cg_worker_baseline(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
+    struct cr_cgroup *own = w->cg ? w->cg : shared_group(sup);
     w->vmstat_oom0 = cr_vmstat_oom_kill();
     w->own0 = (struct cr_oom_delta){0};
     w->anc0 = (struct cr_oom_delta){0};
-    if (!w->cg)
+    if (!own)
         return;
     struct cr_cgroup_events e = {0};
-    if (cr_cgroup_read_events(w->cg, true, &e) == 0)
+    if (cr_cgroup_read_events(own, true, &e) == 0)
         w->own0 = to_delta(&e);
     w->anc0 = ancestors_now(sup);
 }
@@ -253,37 +363,65 @@ static struct cr_cgroup *limited_ancestor(struct cr_supervisor *sup, uint64_t *r
     return NULL;
 }
 
+/* Did the worker die of SIGKILL, directly or as a shell's 137? Only then
+ * is the system-wide OOM counter evidence: it moves with every OOM kill on
+ * the machine (another container's too). */
+static bool died_of_sigkill(const struct cr_death_evidence *ev)
+{
+    if (ev->cld_code == CLD_EXITED)
+        return ev->cld_status == 128 + SIGKILL;
+    return ev->cld_status == SIGKILL;
+}
+
+static void enclosing_evidence(struct cr_supervisor *sup, struct cr_death_evidence *ev)
+{
+    if (!(ev->ancestor.max || ev->ancestor.oom || ev->ancestor.oom_kill || ev->own.oom_kill))
+        return;
+    uint64_t lim = 0, apeak = 0;
+    struct cr_cgroup *a = limited_ancestor(sup, &lim);
+    if (!a)
+        return;
+    ev->ancestor_path = cr_cgroup_rel(a);
+    ev->ancestor_limit = lim;
+    if (cr_cgroup_read_peak(a, &apeak) == 0)
+        ev->ancestor_peak = apeak;
+}
+
 void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
                            struct cr_postmortem *pm)
 {
     struct cr_supervisor *sup = w->sup;
+    struct cr_cgroup *shared = w->cg ? NULL : shared_group(sup);
     uint64_t sys = cr_vmstat_oom_kill();
-    ev->system_oom_kill = sys >= w->vmstat_oom0 ? sys - w->vmstat_oom0 : 0;
+    ev->system_oom_kill =
+        died_of_sigkill(ev) && sys >= w->vmstat_oom0 ? sys - w->vmstat_oom0 : 0;
     pm->oom_system = ev->system_oom_kill;
     pm->cg_usage = w->cg_usage;
     pm->cg_limit = w->cg_limit;
-    if (!w->cg) {
+    if (!w->cg && !shared) {
         ev->cg = CR_DEATH_CG_NONE;
         return;
     }
     ev->cg = sup->cg_layout == CR_CGROUP_V2 ? CR_DEATH_CG_V2 : CR_DEATH_CG_V1;
     struct cr_cgroup_events e = {0};
-    if (cr_cgroup_read_events(w->cg, true, &e) == 0)
+    if (cr_cgroup_read_events(w->cg ? w->cg : shared, true, &e) == 0)
         ev->own = sub(to_delta(&e), w->own0);
     ev->ancestor = sub(ancestors_now(sup), w->anc0);
+    if (shared) {
+        /* The shared group's limit is the container's, not the worker's:
+         * only its kill count speaks for the worker; its limit counters
+         * are already summed in the ancestors'. */
+        ev->own = (struct cr_oom_delta){.oom_kill = ev->own.oom_kill};
+        ev->own_shared = true;
+        ev->own_path = cr_cgroup_rel(shared);
+        enclosing_evidence(sup, ev);
+        pm->oom_own = ev->own;
+        pm->oom_ancestor = ev->ancestor;
+        return;
+    }
     ev->own_path = cr_cgroup_rel(w->cg);
     ev->own_limit = w->cg_limit;
-    if (ev->ancestor.max || ev->ancestor.oom || ev->ancestor.oom_kill || ev->own.oom_kill) {
-        uint64_t lim = 0;
-        struct cr_cgroup *a = limited_ancestor(sup, &lim);
-        if (a) {
-            ev->ancestor_path = cr_cgroup_rel(a);
-            ev->ancestor_limit = lim;
-            uint64_t apeak = 0;
-            if (cr_cgroup_read_peak(a, &apeak) == 0)
-                ev->ancestor_peak = apeak;
-        }
-    }
+    enclosing_evidence(sup, ev);
     pm->oom_own = ev->own;
     pm->oom_ancestor = ev->ancestor;
     uint64_t peak = 0;
@@ -295,6 +433,28 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
     if (cr_cgroup_read_stat(w->cg, &st) == 0)
         pm->memstat = (struct cr_postmortem_memstat){st.anon, st.file, st.kernel,
                                                      st.slab, st.sock, st.shmem};
+}
+
+/* The tightest enclosing limit, 0 when none. */
+static uint64_t enclosing_limit(const struct cr_supervisor *sup)
+{
+    uint64_t best = 0;
+    for (size_t i = 0; i < sup->cg_nancestors; i++) {
+        uint64_t max = 0;
+        if (cr_cgroup_get_max(sup->cg_ancestors[i], &max) == 0 && max &&
+            max != CR_CGROUP_UNLIMITED && (!best || max < best))
+            best = max;
+    }
+    return best;
+}
+
+uint64_t cr_cg_heap_limit(const struct cr_supervisor *sup)
+{
+    const struct cr_config *c = &sup->cfg;
+    uint64_t enc = enclosing_limit(sup);
+    uint64_t share = enc / (sup->target ? sup->target : 1);
+    uint64_t lim = c->memory_max && (!share || c->memory_max < share) ? c->memory_max : share;
+    return lim - lim / 100 * c->heap_headroom_pct;
 }
 
 static void on_trash_timer(uv_timer_t *t)

@@ -4,12 +4,15 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "history.h"
+#include "lifecycle.h"
+#include "units.h"
 
 enum opt_type {
     OPT_UINT,     /* unsigned */
@@ -29,7 +32,7 @@ struct opt {
     char short_name;
     enum opt_type type;
     size_t offset;
-    uint64_t max;   /* for OPT_UINT/U64: inclusive upper bound; 0 = none */
+    uint64_t min, max; /* numeric types: the inclusive range, in bytes, ms or units */
     bool live;      /* may be changed at run time with `set` */
     const char *arg;
     const char *help;
@@ -38,48 +41,50 @@ struct opt {
 #define OFF(f) offsetof(struct cr_config, f)
 
 /* Bounds that keep every later product and sum far from overflow. */
-#define CR_MAX_SIZE (1ull << 50)                       /* 1 PiB */
-#define CR_MAX_DURATION_MS (30ull * 24 * 3600 * 1000) /* 30 days */
+#define CR_MAX_SIZE (1ull << 50)                  /* 1 PiB */
+#define CR_MAX_DURATION_MS (720ull * 3600 * 1000) /* 30 days */
+#define SZ 0, CR_MAX_SIZE
+#define DUR(min) (min), CR_MAX_DURATION_MS
 
 static const struct opt opts[] = {
-    {"config", 'c', OPT_STR, OFF(config_file), 0, false, "FILE", "JSON config file; flags win over it"},
-    {"workers", 'w', OPT_UINT, OFF(workers), 4096, true, "N", "worker processes (default: available cores)"},
-    {"listen", 'l', OPT_STR, OFF(listen), 0, false, "HOST:PORT", "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
-    {"balance", 0, OPT_BALANCE, OFF(balance), 0, false, "MODE", "shared (one accept queue) or reuseport (a socket per worker)"},
-    {"control", 0, OPT_STR, OFF(control), 0, false, "PATH", "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
-    {"control-group", 0, OPT_STR, OFF(control_group), 0, false, "GROUP", "group owning the control socket; its members may use it"},
-    {"control-allow-uid", 0, OPT_STR, OFF(control_allow_uids), 0, false, "UID[,UID]", "more uids allowed on the control socket"},
-    {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 4096, false, "N", "concurrent control clients (default 128)"},
-    {"control-idle-timeout", 0, OPT_MS, OFF(control_idle_ms), 0, false, "SEC", "close a control client silent this long (default 60; events subscribers excepted)"},
-    {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
-    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), 0, true, "SEC", "a worker not READY by then is killed (default 30)"},
-    {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), 0, true, "SEC", "drain time before SIGKILL (default 10)"},
-    {"watchdog", 0, OPT_MS, OFF(watchdog_ms), 0, true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
-    {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), 0, true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
-    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), 0, true, "MS", "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at once)"},
-    {"backoff-max", 0, OPT_MS_MS, OFF(backoff_max_ms), 0, true, "MS", "restart delay cap (default 10000)"},
-    {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), 0, true, "SEC", "uptime that resets the backoff (default 30)"},
-    {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1000, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},
-    {"crash-window", 0, OPT_MS, OFF(crash_window_ms), 0, true, "SEC", "window of the crash budget (default 30)"},
-    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), 0, true, "SEC", "retry period of a failed worker (default 60)"},
-    {"threadpool", 0, OPT_UINT, OFF(threadpool), 1024, true, "N", "UV_THREADPOOL_SIZE for workers (default: unset)"},
-    {"memory-max", 0, OPT_SIZE, OFF(memory_max), 0, true, "SIZE", "per-worker cgroup hard limit (K/M/G)"},
-    {"memory-high", 0, OPT_SIZE, OFF(memory_high), 0, true, "SIZE", "per-worker memory.high (cgroup v2)"},
-    {"memory-soft", 0, OPT_SOFT, OFF(memory_soft), 0, true, "SIZE|N%", "recycle a worker above this for --soft-samples samples"},
-    {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
-    {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
-    {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
-    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
-    {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, false, NULL, "run without per-worker cgroups"},
-    {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), 0, true, "MS", "memory sample period (default 250)"},
-    {"pss", 0, OPT_BOOL, OFF(pss), 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
-    {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 100000, false, "N", "samples kept per worker (default 240)"},
-    {"history", 0, OPT_UINT, OFF(history), 100000, false, "N", "death records kept (default 256)"},
-    {"max-requests", 0, OPT_U64, OFF(max_requests), 1000000000000000ull, true, "N", "recycle a worker after N requests; 0 = never"},
-    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
-    {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), 0, true, "SEC", "recycle a worker after this uptime; 0 = never"},
-    {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 4096, true, "N", "workers recycled at once (default 1)"},
-    {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
+    {"config", 'c', OPT_STR, OFF(config_file), 0, 0, false, "FILE", "JSON config file; flags win over it"},
+    {"workers", 'w', OPT_UINT, OFF(workers), 0, 4096, true, "N", "worker processes (default: available cores)"},
+    {"listen", 'l', OPT_STR, OFF(listen), 0, 0, false, "HOST:PORT", "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
+    {"balance", 0, OPT_BALANCE, OFF(balance), 0, 0, false, "MODE", "shared (one accept queue) or reuseport (a socket per worker)"},
+    {"control", 0, OPT_STR, OFF(control), 0, 0, false, "PATH", "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
+    {"control-group", 0, OPT_STR, OFF(control_group), 0, 0, false, "GROUP", "group owning the control socket; its members may use it"},
+    {"control-allow-uid", 0, OPT_STR, OFF(control_allow_uids), 0, 0, false, "UID[,UID]", "more uids allowed on the control socket"},
+    {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 1, 4096, false, "N", "concurrent control clients (default 128)"},
+    {"control-idle-timeout", 0, OPT_MS, OFF(control_idle_ms), DUR(100), false, "SEC", "close a control client silent this long (default 60; events subscribers excepted)"},
+    {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
+    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), DUR(1), true, "SEC", "a worker not READY by then is killed (default 30)"},
+    {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), DUR(1), true, "SEC", "drain time before SIGKILL (default 10)"},
+    {"watchdog", 0, OPT_MS, OFF(watchdog_ms), DUR(0), true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
+    {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), DUR(0), true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
+    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), DUR(1), true, "MS", "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at once)"},
+    {"backoff-max", 0, OPT_MS_MS, OFF(backoff_max_ms), DUR(0), true, "MS", "restart delay cap (default 10000)"},
+    {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), DUR(0), true, "SEC", "uptime that resets the backoff (default 30)"},
+    {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1, CR_RESTART_MAX_BUDGET, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},
+    {"crash-window", 0, OPT_MS, OFF(crash_window_ms), DUR(0), true, "SEC", "window of the crash budget (default 30)"},
+    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), DUR(0), true, "SEC", "retry period of a failed worker (default 60)"},
+    {"threadpool", 0, OPT_UINT, OFF(threadpool), 0, 1024, true, "N", "UV_THREADPOOL_SIZE for workers (default: unset)"},
+    {"memory-max", 0, OPT_SIZE, OFF(memory_max), SZ, true, "SIZE", "per-worker cgroup hard limit (K/M/G/T)"},
+    {"memory-high", 0, OPT_SIZE, OFF(memory_high), SZ, true, "SIZE", "per-worker memory.high (cgroup v2)"},
+    {"memory-soft", 0, OPT_SOFT, OFF(memory_soft), SZ, true, "SIZE|N%", "recycle a worker above this for --soft-samples samples"},
+    {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1, 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
+    {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 0, 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
+    {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
+    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
+    {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, 0, false, NULL, "run without per-worker cgroups"},
+    {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), DUR(10), true, "MS", "memory sample period (default 250)"},
+    {"pss", 0, OPT_BOOL, OFF(pss), 0, 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
+    {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 8, 100000, false, "N", "samples kept per worker (default 240)"},
+    {"history", 0, OPT_UINT, OFF(history), 1, CR_HISTORY_MAX_CAPACITY, false, "N", "death records kept (default 256)"},
+    {"max-requests", 0, OPT_U64, OFF(max_requests), 0, 1000000000000000ull, true, "N", "recycle a worker after N requests; 0 = never"},
+    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
+    {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
+    {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
+    {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
 };
 
 static const char *const balance_names[_CR_BALANCE_MAX] = {
@@ -152,60 +157,64 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 int cr_parse_uint(const char *s, uint64_t max, uint64_t *ret)
 {
-    if (!s || !isdigit((unsigned char)*s))
-        return -EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || (max && v > max))
-        return -ERANGE;
-    *ret = v;
-    return 0;
-}
-
-/* Parses "<number><unit>" where the number may carry a decimal part. */
-static int parse_scaled(const char *s, const char *const *units, const uint64_t *mult,
-                        size_t nunits, uint64_t bare, uint64_t *ret)
-{
-    if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
-        return -EINVAL;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return -EINVAL;
-    uint64_t m = bare;
-    if (*end) {
-        size_t i;
-        for (i = 0; i < nunits; i++)
-            if (strcasecmp(end, units[i]) == 0)
-                break;
-        if (i == nunits)
-            return -EINVAL;
-        m = mult[i];
-    }
-    double r = v * (double)m;
-    if (r >= 9223372036854775807.0) /* llround is defined below 2^63 only */
-        return -ERANGE;
-    *ret = (uint64_t)llround(r);
-    return 0;
+    return cr_units_parse_uint(s, 0, max ? max : UINT64_MAX, ret);
 }
 
 int cr_parse_size(const char *s, uint64_t *ret)
 {
-    static const char *const u[] = {"b", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib",
-                                    "t", "tb", "tib"};
-    static const uint64_t m[] = {1, 1ull << 10, 1ull << 10, 1ull << 10, 1ull << 20, 1ull << 20,
-                                 1ull << 20, 1ull << 30, 1ull << 30, 1ull << 30, 1ull << 40,
-                                 1ull << 40, 1ull << 40};
-    return parse_scaled(s, u, m, sizeof(m) / sizeof(m[0]), 1, ret);
+    return cr_units_parse_size(s, CR_MAX_SIZE, ret);
 }
 
 int cr_parse_duration_ms(const char *s, uint64_t *ret)
 {
-    static const char *const u[] = {"ms", "s", "m", "min", "h"};
-    static const uint64_t m[] = {1, 1000, 60000, 60000, 3600000};
-    return parse_scaled(s, u, m, sizeof(m) / sizeof(m[0]), 1000, ret);
+    return cr_units_parse_ms(s, 1000, CR_MAX_DURATION_MS, ret);
+}
+
+static enum cr_units_kind kind_of(const struct opt *o)
+{
+    switch (o->type) {
+    case OPT_SIZE:
+    case OPT_SOFT:
+        return CR_UNITS_SIZE;
+    case OPT_MS:
+    case OPT_MS_MS:
+        return CR_UNITS_DURATION;
+    default:
+        return CR_UNITS_NUMBER;
+    }
+}
+
+static bool numeric(const struct opt *o)
+{
+    return o->type == OPT_UINT || o->type == OPT_U64 || kind_of(o) != CR_UNITS_NUMBER;
+}
+
+/* Parses a numeric option's value within its range; the message is the
+ * grammar's own, the same as the worker's. */
+static int parse_number(const struct opt *o, const char *value, uint64_t *ret, char *err,
+                        size_t errlen)
+{
+    uint64_t v;
+    int r;
+    switch (kind_of(o)) {
+    case CR_UNITS_SIZE:
+        r = cr_units_parse_size(value, o->max, &v);
+        break;
+    case CR_UNITS_DURATION:
+        r = cr_units_parse_ms(value, o->type == OPT_MS_MS ? 1 : 1000, o->max, &v);
+        break;
+    default:
+        r = cr_units_parse_uint(value, 0, o->max, &v);
+        break;
+    }
+    if (r == 0 && v < o->min)
+        r = -ERANGE;
+    if (r < 0) {
+        cr_units_error(err, err ? errlen : 0, o->name, value, kind_of(o), r, o->min, o->max);
+        return -EINVAL;
+    }
+    *ret = v;
+    return 0;
 }
 
 static const struct opt *find_opt(const char *name, size_t len)
@@ -226,20 +235,15 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     switch (o->type) {
     case OPT_UINT:
     case OPT_U64:
-        r = cr_parse_uint(value, o->max ? o->max : (o->type == OPT_UINT ? UINT32_MAX : 0), &v);
-        if (r < 0)
-            return fail(err, errlen, "--%s: '%s' is not a whole number%s", o->name, value,
-                        r == -ERANGE ? " in range" : "");
+    case OPT_SIZE:
+    case OPT_MS:
+    case OPT_MS_MS:
+        if ((r = parse_number(o, value, &v, err, errlen)) < 0)
+            return r;
         if (o->type == OPT_UINT)
             *(unsigned *)field = (unsigned)v;
         else
             *(uint64_t *)field = v;
-        return 0;
-    case OPT_SIZE:
-        if (cr_parse_size(value, &v) < 0 || v > CR_MAX_SIZE)
-            return fail(err, errlen, "--%s: '%s' is not a size (e.g. 64M, 1G, 4096)", o->name,
-                        value);
-        *(uint64_t *)field = v;
         return 0;
     case OPT_SOFT: {
         size_t n = strlen(value);
@@ -249,30 +253,19 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
                 return fail(err, errlen, "--%s: '%s' is too long", o->name, value);
             memcpy(buf, value, n - 1);
             buf[n - 1] = '\0';
-            if (cr_parse_uint(buf, 100, &v) < 0 || v == 0)
+            if (cr_units_parse_uint(buf, 1, 100, &v) < 0)
                 return fail(err, errlen, "--%s: '%s' is not a percentage from 1%% to 100%%",
                             o->name, value);
             cfg->memory_soft_pct = (unsigned)v;
             cfg->memory_soft = 0;
             return 0;
         }
-        if (cr_parse_size(value, &v) < 0 || v > CR_MAX_SIZE)
-            return fail(err, errlen, "--%s: '%s' is not a size or a percentage", o->name, value);
+        if ((r = parse_number(o, value, &v, err, errlen)) < 0)
+            return r;
         cfg->memory_soft = v;
         cfg->memory_soft_pct = 0;
         return 0;
     }
-    case OPT_MS:
-    case OPT_MS_MS:
-        if (o->type == OPT_MS_MS && cr_parse_uint(value, CR_MAX_DURATION_MS, &v) == 0) {
-            *(uint64_t *)field = v;
-            return 0;
-        }
-        if (cr_parse_duration_ms(value, &v) < 0 || v > CR_MAX_DURATION_MS)
-            return fail(err, errlen, "--%s: '%s' is not a duration (e.g. 10, 500ms, 2s, 1m)",
-                        o->name, value);
-        *(uint64_t *)field = v;
-        return 0;
     case OPT_STR:
     case OPT_LEVEL: {
         if (o->type == OPT_LEVEL) {
@@ -501,22 +494,8 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
         return fail(err, errlen, "--memory-high must be below --memory-max");
     if (cfg->hang_timeout_ms && cfg->watchdog_ms && cfg->hang_timeout_ms < cfg->watchdog_ms)
         return fail(err, errlen, "--hang-timeout must not be shorter than --watchdog");
-    if (cfg->backoff_initial_ms == 0 || cfg->backoff_max_ms < cfg->backoff_initial_ms)
-        return fail(err, errlen, "--backoff-max must be at least --backoff-initial (> 0)");
-    if (cfg->sample_interval_ms < 10)
-        return fail(err, errlen, "--sample-interval must be at least 10 ms");
-    if (cfg->stop_timeout_ms == 0 || cfg->start_timeout_ms == 0)
-        return fail(err, errlen, "--stop-timeout and --start-timeout must be positive");
-    if (cfg->crash_budget == 0)
-        return fail(err, errlen, "--crash-budget must be at least 1");
-    if (cfg->sample_ring < 8 || cfg->history < 1)
-        return fail(err, errlen, "--sample-ring must be at least 8 and --history at least 1");
-    if (cfg->recycle_parallel == 0)
-        return fail(err, errlen, "--recycle-parallel must be at least 1");
-    if (cfg->control_idle_ms < 100)
-        return fail(err, errlen, "--control-idle-timeout must be at least 100ms");
-    if (cfg->control_max_clients == 0)
-        return fail(err, errlen, "--control-max-clients must be at least 1");
+    if (cfg->backoff_max_ms < cfg->backoff_initial_ms)
+        return fail(err, errlen, "--backoff-max must be at least --backoff-initial");
     return 0;
 }
 
@@ -542,15 +521,21 @@ void cr_config_usage(FILE *f, const char *prog)
         else
             snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
-        fprintf(f, "  %-34s %s%s\n", left, o->help, o->live ? " [live]" : "");
+        char range[80] = "";
+        if (numeric(o)) {
+            char r[64];
+            snprintf(range, sizeof(range), " (range %s)",
+                     cr_units_range(r, sizeof(r), kind_of(o), o->min, o->max));
+        }
+        fprintf(f, "  %-34s %s%s%s\n", left, o->help, range, o->live ? " [live]" : "");
     }
     fprintf(f, "  %-34s %s\n  %-34s %s\n\n", "-h, --help", "show this help", "-V, --version",
             "show the version");
     fprintf(f, "Every long option is also a key of the JSON config file (\"workers\": 4,\n"
                "\"memory-max\": \"256M\"), plus \"command\": [\"program\", \"arg\", ...].\n"
                "[live] options may be changed at run time with `corralctl set KEY VALUE`.\n"
-               "Durations: bare numbers are seconds (MS options: milliseconds); suffixes ms, s, "
-               "m, h.\n");
+               "Numbers are whole: sizes take K, M, G or T (1024-based); durations take ms, s,\n"
+               "m or h, and a bare number is seconds (MS options: milliseconds).\n");
 }
 
 void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)

@@ -3,20 +3,22 @@
 #include "control.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
-#include "internal.h"
 #include "log.h"
 #include "metrics_http.h"
+#include "supervisor.h"
 
 struct client {
     struct cr_control *ctl;
@@ -39,8 +41,12 @@ struct client {
 
 struct cr_control {
     struct cr_supervisor *sup;
+    const struct cr_ctl_ops *ops;
+    void *ops_ctx;
     uv_pipe_t server;
     char *path;
+    char *lock_path;
+    int lock_fd; /* flock'd for as long as we own path; -1 = none */
     gid_t group;
     uid_t *uids;
     size_t nuids;
@@ -145,10 +151,13 @@ static void on_written(uv_write_t *req, int status)
     free(w);
     if (status == 0)
         maybe_resume(c);
+    else if (status != UV_ECANCELED)
+        client_close(c); /* the peer is gone (EPIPE): free it now, not never */
 }
 
-/* Queues one line; a peer that lets its queue pass the cap is dropped, so
- * a client that never reads can never make corrald buffer without bound. */
+/* Queues one line (owned_text ends in '\n'); a peer that lets its queue
+ * pass the cap is dropped, so a client that never reads can never make
+ * corrald buffer without bound. */
 static void send_line(struct client *c, char *owned_text)
 {
     if (c->closing || !owned_text) {
@@ -163,7 +172,6 @@ static void send_line(struct client *c, char *owned_text)
         return;
     }
     size_t n = strlen(owned_text);
-    owned_text[n] = '\n'; /* cJSON_PrintBuffered leaves room; see print() */
     struct wreq *w = malloc(sizeof(*w));
     if (!w) {
         free(owned_text);
@@ -171,7 +179,7 @@ static void send_line(struct client *c, char *owned_text)
         return;
     }
     w->data = owned_text;
-    uv_buf_t b = uv_buf_init(owned_text, (unsigned)n + 1);
+    uv_buf_t b = uv_buf_init(owned_text, (unsigned)n);
     if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_written) < 0) {
         free(owned_text);
         free(w);
@@ -179,30 +187,10 @@ static void send_line(struct client *c, char *owned_text)
     }
 }
 
-/* Compact JSON with one spare byte for the newline. */
-static char *print(const cJSON *o)
-{
-    char *s = cJSON_PrintUnformatted(o);
-    if (!s)
-        return NULL;
-    size_t n = strlen(s);
-    char *t = realloc(s, n + 2);
-    if (!t) {
-        free(s);
-        return NULL;
-    }
-    t[n + 1] = '\0';
-    return t;
-}
-
 static void send_error(struct client *c, const char *code, const char *msg)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddFalseToObject(o, "ok");
-    cJSON *e = cJSON_AddObjectToObject(o, "error");
-    cJSON_AddStringToObject(e, "code", code);
-    cJSON_AddStringToObject(e, "message", msg);
-    send_line(c, print(o));
+    cJSON *o = cr_control_error(code, "%s", msg);
+    send_line(c, cr_control_print_line(o, NULL));
     cJSON_Delete(o);
 }
 
@@ -215,7 +203,7 @@ void cr_control_broadcast(struct cr_control *ctl, const cJSON *obj)
         next = c->next;
         if (!c->subscribed)
             continue;
-        if (!text && !(text = print(obj)))
+        if (!text && !(text = cr_control_print_line(obj, NULL)))
             return;
         size_t n = strlen(text);
         char *copy = malloc(n + 2);
@@ -243,8 +231,8 @@ static void handle_line(struct client *c, const char *line, size_t len)
     if (!len)
         return;
     bool sub = false;
-    cJSON *res = cr_control_handle(c->ctl->sup, line, len, &sub);
-    send_line(c, print(res));
+    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, &sub);
+    send_line(c, cr_control_print_line(res, NULL));
     cJSON_Delete(res);
     if (sub) {
         c->subscribed = true;
@@ -272,7 +260,8 @@ static bool backlogged(struct client *c)
 static void process(struct client *c)
 {
     size_t off = 0;
-    while (!c->closing) {
+    /* c->buf is NULL until the first byte arrives (an EOF may come first). */
+    while (c->len && !c->closing) {
         if (backlogged(c)) {
             c->paused = true;
             uv_read_stop((uv_stream_t *)&c->pipe);
@@ -286,8 +275,10 @@ static void process(struct client *c)
     }
     if (c->closing)
         return;
-    memmove(c->buf, c->buf + off, c->len - off);
-    c->len -= off;
+    if (off) {
+        memmove(c->buf, c->buf + off, c->len - off);
+        c->len -= off;
+    }
     if (c->paused)
         return;
     if (c->len > CR_CONTROL_MAX_LINE) {
@@ -301,8 +292,10 @@ static void process(struct client *c)
         if (c->len)
             handle_line(c, c->buf, c->len);
         c->len = 0;
-        if (!c->subscribed)
-            client_finish(c, false);
+        /* A subscriber's EOF ends its subscription too: kept, it would
+         * hold a client slot until an event write failed, which may be
+         * never, and 128 of them would lock everyone out (busy). */
+        client_finish(c, false);
     }
 }
 
@@ -452,66 +445,118 @@ static int parse_uids(struct cr_control *ctl, const char *list)
     return 0;
 }
 
+static void control_free(struct cr_control *ctl);
+
+static void server_closed(uv_handle_t *h)
+{
+    control_free(h->data);
+}
+
 static void control_free(struct cr_control *ctl)
 {
+    if (ctl->lock_fd >= 0)
+        close(ctl->lock_fd);
     free(ctl->path);
+    free(ctl->lock_path);
     free(ctl->uids);
     free(ctl);
 }
 
-int cr_control_open(struct cr_supervisor *sup)
+/* The pid a lock holder wrote into the lock file, for the error message. */
+static long lock_holder(int fd)
 {
-    struct cr_control *ctl = calloc(1, sizeof(*ctl));
-    if (!ctl)
-        return -ENOMEM;
-    ctl->sup = sup;
-    ctl->group = (gid_t)-1;
-    ctl->idle_ms = sup->cfg.control_idle_ms;
-    ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
-    int r = ctl->path ? parse_uids(ctl, sup->cfg.control_allow_uids) : -ENOMEM;
-    if (r < 0) {
-        cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
-               sup->cfg.control_allow_uids);
-        control_free(ctl);
-        return r;
-    }
-    if (sup->cfg.control_group) {
-        struct group *g = getgrnam(sup->cfg.control_group);
-        if (!g) {
-            cr_log(CR_LOG_ERR, "--control-group: no group '%s'", sup->cfg.control_group);
-            control_free(ctl);
-            return -ENOENT;
+    char buf[24] = "";
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    return n > 0 ? strtol(buf, NULL, 10) : 0;
+}
+
+/* Takes <path>.lock with flock: held for as long as this corrald owns the
+ * path, released by the kernel however we die. -EADDRINUSE when another
+ * process holds it. */
+static int take_lock(struct cr_control *ctl)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = open(ctl->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            int e = errno == EWOULDBLOCK ? EADDRINUSE : errno;
+            if (e == EADDRINUSE)
+                cr_log(CR_LOG_ERR, "control socket %s is in use by a running corrald (pid %ld, "
+                       "lock %s): not replacing it", ctl->path, lock_holder(fd), ctl->lock_path);
+            close(fd);
+            return -e;
         }
-        ctl->group = g->gr_gid;
+        /* A holder that exited unlinks the file before it lets go: a lock
+         * on a file no longer at the path guards nothing, so try again. */
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(ctl->lock_path, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            char pid[24];
+            int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) < 0)
+                (void)0; /* the pid is only a hint for the message above */
+            ctl->lock_fd = fd;
+            return 0;
+        }
+        close(fd);
     }
-    /* A socket file left by a corrald that died is in the way: remove it,
-     * but never anything that is not a socket. */
+    return -EAGAIN;
+}
+
+/* With the lock held, whatever is at the path is ours to judge: a socket
+ * that accepts a connection belongs to a live process that does not take
+ * the lock (an older corrald, or not a corrald): never replaced. A socket
+ * nobody listens on is stale: removed. Anything else is an error. */
+static int claim_path(struct cr_control *ctl)
+{
     struct stat st;
-    if (lstat(ctl->path, &st) == 0 && S_ISSOCK(st.st_mode))
-        unlink(ctl->path);
-    uv_pipe_init(sup->loop, &ctl->server, 0);
-    ctl->server.data = ctl;
-    /* Born 0660: no window in which others could connect. */
-    /* Bound and listening under a temporary name, then renamed: the path
-     * appears only once a client can connect to it (a script that waits
-     * for the file never sees ECONNREFUSED). */
-    char *tmp = NULL;
-    if (asprintf(&tmp, "%s.%d.tmp", ctl->path, (int)getpid()) < 0) {
-        control_free(ctl);
-        return -ENOMEM;
+    if (lstat(ctl->path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISSOCK(st.st_mode)) {
+        cr_log(CR_LOG_ERR, "control socket %s: a file that is not a socket is in the way",
+               ctl->path);
+        return -EEXIST;
     }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(ctl->path) < sizeof(sa.sun_path)) {
+        memcpy(sa.sun_path, ctl->path, strlen(ctl->path) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            return -errno;
+        int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = r < 0 ? errno : 0;
+        close(fd);
+        /* EAGAIN: it listens, its backlog is merely full. */
+        if (r == 0 || e == EAGAIN || e == EINPROGRESS) {
+            cr_log(CR_LOG_ERR, "control socket %s is live (another process accepts on it): "
+                   "not replacing it", ctl->path);
+            return -EADDRINUSE;
+        }
+    }
+    if (unlink(ctl->path) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+/* Bound and listening under a temporary name, then renamed: the path
+ * appears only once a client can connect to it (a script that waits for
+ * the file never sees ECONNREFUSED). Born 0660: no window in which others
+ * could connect. */
+static int bind_socket(struct cr_control *ctl)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.%d.tmp", ctl->path, (int)getpid()) < 0)
+        return -ENOMEM;
     if (strlen(tmp) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
         /* No room for the temporary name: bind the path itself. */
         free(tmp);
-        tmp = strdup(ctl->path);
-        if (!tmp) {
-            control_free(ctl);
+        if (!(tmp = strdup(ctl->path)))
             return -ENOMEM;
-        }
     }
     unlink(tmp);
     mode_t old = umask(0117);
-    r = uv_pipe_bind(&ctl->server, tmp);
+    int r = uv_pipe_bind(&ctl->server, tmp);
     umask(old);
     if (r == 0 && ctl->group != (gid_t)-1 && chown(tmp, (uid_t)-1, ctl->group) < 0)
         r = -errno;
@@ -521,14 +566,61 @@ int cr_control_open(struct cr_supervisor *sup)
         r = uv_listen((uv_stream_t *)&ctl->server, 512, on_connection);
     if (r == 0 && strcmp(tmp, ctl->path) != 0 && rename(tmp, ctl->path) < 0)
         r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    free(tmp);
     if (r < 0) {
+        unlink(tmp);
         cr_log(CR_LOG_ERR, "control socket %s: %s", ctl->path, uv_strerror(r));
-        uv_close((uv_handle_t *)&ctl->server, NULL);
-        /* Freed after the loop closes the handle would be cleaner; the
-         * process is about to exit on this error anyway. */
+    }
+    free(tmp);
+    return r;
+}
+
+static int control_config(struct cr_control *ctl, const struct cr_supervisor *sup)
+{
+    ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
+    if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0)
+        return -ENOMEM;
+    int r = parse_uids(ctl, sup->cfg.control_allow_uids);
+    if (r < 0) {
+        cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
+               sup->cfg.control_allow_uids);
+        return r;
+    }
+    if (sup->cfg.control_group) {
+        struct group *g = getgrnam(sup->cfg.control_group);
+        if (!g) {
+            cr_log(CR_LOG_ERR, "--control-group: no group '%s'", sup->cfg.control_group);
+            return -ENOENT;
+        }
+        ctl->group = g->gr_gid;
+    }
+    return 0;
+}
+
+int cr_control_open(struct cr_supervisor *sup)
+{
+    struct cr_control *ctl = calloc(1, sizeof(*ctl));
+    if (!ctl)
+        return -ENOMEM;
+    ctl->sup = sup;
+    ctl->ops = &cr_control_core_ops;
+    ctl->ops_ctx = sup;
+    ctl->group = (gid_t)-1;
+    ctl->lock_fd = -1;
+    ctl->idle_ms = sup->cfg.control_idle_ms;
+    int r = control_config(ctl, sup);
+    if (r >= 0 && (r = take_lock(ctl)) < 0 && r != -EADDRINUSE)
+        cr_log(CR_LOG_ERR, "control socket lock %s: %s", ctl->lock_path, strerror(-r));
+    if (r >= 0)
+        r = claim_path(ctl);
+    if (r < 0) {
+        control_free(ctl);
+        return r;
+    }
+    uv_pipe_init(sup->loop, &ctl->server, 0);
+    ctl->server.data = ctl;
+    if ((r = bind_socket(ctl)) < 0) {
+        /* Freed once the loop has closed the handle. */
+        uv_close((uv_handle_t *)&ctl->server, server_closed);
         return r;
     }
     cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
@@ -542,10 +634,6 @@ int cr_control_open(struct cr_supervisor *sup)
     return 0;
 }
 
-static void server_closed(uv_handle_t *h)
-{
-    control_free(h->data);
-}
 
 void cr_control_close(struct cr_control *ctl)
 {
@@ -556,7 +644,10 @@ void cr_control_close(struct cr_control *ctl)
         client_close(ctl->clients);
     cr_metrics_http_close(ctl->http);
     ctl->http = NULL;
+    /* Socket first, then the lock file while still holding the lock (a
+     * newcomer that opened the old lock file notices it is unlinked). */
     unlink(ctl->path);
+    unlink(ctl->lock_path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
 }
 

@@ -1,33 +1,88 @@
-/* The control protocol's commands: a table from name to handler; each
- * handler reads its arguments from the request object and fills the
- * response. */
-#include "control.h"
+/* The control protocol's dispatcher: a table from command name to handler.
+ * Each handler reads its arguments from the request object, asks corrald
+ * through struct cr_ctl_ops, and fills the response. Nothing here knows
+ * the supervisor or the socket (tests/unit/control drives it alone). */
+#include "control_cmd.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "history.h"
-#include "internal.h"
+/* ---- UTF-8 ---- */
 
-struct req {
-    struct cr_supervisor *sup;
-    const cJSON *in;
-    cJSON *out;
-    bool subscribe;
-};
+/* Bytes in the UTF-8 sequence at s[0..n), or 0 if it is invalid there. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp, min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
 
-static cJSON *error_obj(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static cJSON *error_obj(const char *code, const char *fmt, ...)
+size_t cr_utf8_valid_prefix(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, k;
+    while (i < n && (k = utf8_seq(u + i, n - i)))
+        i += k;
+    return i;
+}
+
+/* Every invalid byte of s[0..n) becomes '?', in place. */
+static void utf8_scrub(char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        i += cr_utf8_valid_prefix(s + i, n - i);
+        if (i < n)
+            s[i++] = '?';
+    }
+}
+
+/* s cut to at most max bytes, at a character boundary, and scrubbed. */
+static void utf8_fit(char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n > max) {
+        n = max;
+        /* Back off over a cut character's continuation bytes. */
+        while (n && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+        s[n] = '\0';
+    }
+    utf8_scrub(s, n);
+}
+
+cJSON *cr_control_error(const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    utf8_fit(msg, sizeof(msg) - 1);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddFalseToObject(o, "ok");
     cJSON *e = cJSON_AddObjectToObject(o, "error");
@@ -35,6 +90,177 @@ static cJSON *error_obj(const char *code, const char *fmt, ...)
     cJSON_AddStringToObject(e, "message", msg);
     return o;
 }
+
+char *cr_control_print_line(const cJSON *obj, size_t *ret_len)
+{
+    char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2);
+    if (!t) {
+        free(s);
+        return NULL;
+    }
+    /* cJSON copies string bytes >= 0x80 as they are: only string contents
+     * can be invalid here, and '?' keeps them strings. */
+    utf8_scrub(t, n);
+    t[n] = '\n';
+    t[n + 1] = '\0';
+    if (ret_len)
+        *ret_len = n + 1;
+    return t;
+}
+
+/* ---- The request's text ---- */
+
+/* What the lexical check found: the request is valid UTF-8 and has no raw
+ * control character inside a string (JSON forbids both; cJSON would copy
+ * them through). nul_escapes counts "\u0000" escapes, which cJSON cuts. */
+struct lex {
+    size_t bad_at; /* byte offset of the first offence, or SIZE_MAX */
+    const char *why;
+    unsigned nul_escapes;
+};
+
+static struct lex lex_check(const char *s, size_t n)
+{
+    struct lex r = {.bad_at = SIZE_MAX};
+    bool in_string = false;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (!k) {
+            r.bad_at = i, r.why = "not valid UTF-8";
+            return r;
+        }
+        if (in_string && c < 0x20) {
+            r.bad_at = i, r.why = "a raw control character inside a string";
+            return r;
+        }
+        if (in_string && c == '\\' && i + 1 < n) {
+            if (n - i >= 6 && memcmp(s + i + 1, "u0000", 5) == 0)
+                r.nul_escapes++;
+            /* Skip the escaped character if it is ASCII (a valid escape
+             * always is; anything else is checked as text, then refused
+             * by the parser). */
+            i += (unsigned char)s[i + 1] < 0x80 ? 2 : 1;
+            continue;
+        }
+        if (c == '"')
+            in_string = !in_string;
+        i += k;
+    }
+    return r;
+}
+
+static size_t skip_ws(const char *s, size_t i, size_t n)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+        i++;
+    return i;
+}
+
+/* s[i] is '"': the index after the closing quote. */
+static size_t skip_string(const char *s, size_t i, size_t n)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return n;
+}
+
+/* The index after the JSON value starting at s[i] (known to be valid). */
+static size_t skip_value(const char *s, size_t i, size_t n)
+{
+    if (i < n && s[i] == '"')
+        return skip_string(s, i, n);
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+        unsigned depth = 0;
+        while (i < n) {
+            if (s[i] == '"') {
+                i = skip_string(s, i, n);
+                continue;
+            }
+            if (s[i] == '{' || s[i] == '[')
+                depth++;
+            else if ((s[i] == '}' || s[i] == ']') && --depth == 0)
+                return i + 1;
+            i++;
+        }
+        return n;
+    }
+    while (i < n && !strchr(",}] \t\r\n", s[i]))
+        i++;
+    return i;
+}
+
+/* Whether the member name s[a..b) (with its quotes) is "id" as cJSON reads
+ * it, escapes decoded, so this finds the member cJSON finds. */
+static bool key_is_id(const char *s, size_t a, size_t b)
+{
+    if (b - a == 4 && memcmp(s + a, "\"id\"", 4) == 0)
+        return true;
+    if (!memchr(s + a, '\\', b - a))
+        return false;
+    cJSON *k = cJSON_ParseWithLength(s + a, b - a);
+    bool yes = cJSON_IsString(k) && strcmp(k->valuestring, "id") == 0;
+    cJSON_Delete(k);
+    return yes;
+}
+
+/* The exact text of the first "id" member's value in the request object
+ * s[0..n) (already parsed by cJSON, so valid). false when there is none. */
+static bool find_id(const char *s, size_t n, size_t *ret_at, size_t *ret_len)
+{
+    size_t i = skip_ws(s, 0, n);
+    if (i >= n || s[i] != '{')
+        return false;
+    for (i = skip_ws(s, i + 1, n); i < n && s[i] == '"';) {
+        size_t k0 = i, k1 = skip_string(s, i, n);
+        i = skip_ws(s, k1, n);
+        if (i >= n || s[i] != ':')
+            return false;
+        size_t v0 = skip_ws(s, i + 1, n), v1 = skip_value(s, v0, n);
+        if (key_is_id(s, k0, k1)) {
+            *ret_at = v0;
+            *ret_len = v1 - v0;
+            return true;
+        }
+        i = skip_ws(s, v1, n);
+        if (i >= n || s[i] != ',')
+            return false;
+        i = skip_ws(s, i + 1, n);
+    }
+    return false;
+}
+
+/* The id goes back as the very text the client sent: a number keeps every
+ * digit (cJSON holds numbers as doubles) and a string keeps its escapes,
+ * \u0000 included (cJSON cuts strings there). */
+static void echo_id(cJSON *out, const char *line, size_t at, size_t len)
+{
+    char *text = malloc(len + 1);
+    if (!text)
+        return;
+    memcpy(text, line + at, len);
+    text[len] = '\0';
+    cJSON_AddRawToObject(out, "id", text);
+    free(text);
+}
+
+/* ---- Commands ---- */
+
+struct req {
+    const struct cr_ctl_ops *ops;
+    void *ctx;
+    const cJSON *in;
+    cJSON *out;
+    bool subscribe;
+};
 
 /* Handlers return NULL on success (r->out filled) or an error object. */
 typedef cJSON *(*handler)(struct req *r);
@@ -57,16 +283,41 @@ static int worker_arg(const struct req *r, const char *k, int *ret, cJSON **err)
 {
     const cJSON *v = arg(r, k);
     if (!int_in(v, 1, 1 << 30)) {
-        *err = error_obj(CR_E_BAD_ARGUMENT, "'%s' must be a worker id (a positive integer)", k);
+        *err = cr_control_error(CR_E_BAD_ARGUMENT,
+                                "'%s' must be a worker id (a positive integer)", k);
         return -EINVAL;
     }
     *ret = v->valueint;
     return 0;
 }
 
+static cJSON *oom(void)
+{
+    return cr_control_error(CR_E_INTERNAL, "out of memory");
+}
+
+/* The error for an operation's -errno; NULL for 0. */
+static cJSON *op_error(int e, int id, const char *what)
+{
+    switch (e) {
+    case 0:
+        return NULL;
+    case -ESHUTDOWN:
+        return cr_control_error(CR_E_SHUTTING_DOWN, "corrald is stopping");
+    case -ENOENT:
+        return cr_control_error(CR_E_NOT_FOUND, "no worker %d", id);
+    case -ESRCH:
+        return cr_control_error(CR_E_NO_PROCESS, "worker %d has no process right now", id);
+    default:
+        return cr_control_error(CR_E_INTERNAL, "%s failed: %s", what, strerror(e < 0 ? -e : e));
+    }
+}
+
 static cJSON *cmd_status(struct req *r)
 {
-    cJSON *st = cr_status_json(r->sup);
+    cJSON *st = r->ops->status(r->ctx);
+    if (!st)
+        return oom();
     cJSON *item;
     /* Move status's members into the response. */
     while ((item = st->child)) {
@@ -79,38 +330,45 @@ static cJSON *cmd_status(struct req *r)
 
 static cJSON *cmd_workers(struct req *r)
 {
-    cJSON *ws = cJSON_AddArrayToObject(r->out, "workers");
-    for (struct cr_worker *w = r->sup->workers; w; w = w->next)
-        cJSON_AddItemToArray(ws, cr_worker_json(w));
+    cJSON *ws = r->ops->workers(r->ctx);
+    if (!ws)
+        return oom();
+    cJSON_AddItemToObject(r->out, "workers", ws);
     return NULL;
 }
 
 static cJSON *cmd_worker(struct req *r)
 {
     int id;
-    cJSON *err = NULL;
+    cJSON *err = NULL, *w = NULL;
     if (worker_arg(r, "worker", &id, &err) < 0)
         return err;
-    struct cr_worker *w = cr_supervisor_worker(r->sup, id);
+    int e = r->ops->worker(r->ctx, id, &w);
+    if (e < 0)
+        return op_error(e, id, "worker");
     if (!w)
-        return error_obj(CR_E_NOT_FOUND, "no worker %d", id);
-    cJSON_AddItemToObject(r->out, "worker", cr_worker_json(w));
+        return oom();
+    cJSON_AddItemToObject(r->out, "worker", w);
     return NULL;
 }
 
 static cJSON *cmd_history(struct req *r)
 {
-    size_t n = cr_history_len(r->sup->history);
+    size_t n = r->ops->history_len(r->ctx);
     const cJSON *v = arg(r, "n");
     if (v) {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e6)
-            return error_obj(CR_E_BAD_ARGUMENT, "'n' must be a count from 0");
+            return cr_control_error(CR_E_BAD_ARGUMENT, "'n' must be a count from 0");
         if ((size_t)v->valuedouble < n)
             n = (size_t)v->valuedouble;
     }
     cJSON *h = cJSON_AddArrayToObject(r->out, "history");
-    for (size_t i = 0; i < n; i++)
-        cJSON_AddItemToArray(h, cr_postmortem_to_json(cr_history_get(r->sup->history, i)));
+    for (size_t i = 0; i < n; i++) {
+        cJSON *rec = r->ops->history(r->ctx, i);
+        if (!rec)
+            return oom();
+        cJSON_AddItemToArray(h, rec);
+    }
     return NULL;
 }
 
@@ -118,12 +376,10 @@ static cJSON *cmd_scale(struct req *r)
 {
     const cJSON *v = arg(r, "workers");
     if (!int_in(v, 1, 4096))
-        return error_obj(CR_E_BAD_ARGUMENT, "'workers' must be an integer from 1 to 4096");
-    int e = cr_supervisor_scale(r->sup, (unsigned)v->valueint);
-    if (e == -ESHUTDOWN)
-        return error_obj(CR_E_SHUTTING_DOWN, "corrald is stopping");
-    if (e < 0)
-        return error_obj(CR_E_INTERNAL, "scale failed: %s", strerror(-e));
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'workers' must be an integer from 1 to 4096");
+    cJSON *err = op_error(r->ops->scale(r->ctx, (unsigned)v->valueint), 0, "scale");
+    if (err)
+        return err;
     cJSON_AddNumberToObject(r->out, "workers", v->valueint);
     return NULL;
 }
@@ -136,23 +392,16 @@ static cJSON *cmd_restart(struct req *r)
         cJSON *err = NULL;
         if (worker_arg(r, "worker", &id, &err) < 0) {
             cJSON_Delete(err);
-            return error_obj(CR_E_BAD_ARGUMENT, "'worker' must be a worker id or \"all\"");
+            return cr_control_error(CR_E_BAD_ARGUMENT,
+                                    "'worker' must be a worker id or \"all\"");
         }
     }
-    int e = cr_supervisor_restart(r->sup, id, "restart requested");
-    if (e == -ESHUTDOWN)
-        return error_obj(CR_E_SHUTTING_DOWN, "corrald is stopping");
-    if (e == -ENOENT)
-        return error_obj(CR_E_NOT_FOUND, "no worker %d", id);
-    return NULL;
+    return op_error(r->ops->restart(r->ctx, id), id, "restart");
 }
 
 static cJSON *cmd_reload(struct req *r)
 {
-    if (r->sup->stopping)
-        return error_obj(CR_E_SHUTTING_DOWN, "corrald is stopping");
-    cr_supervisor_reload(r->sup, "control socket");
-    return NULL;
+    return op_error(r->ops->reload(r->ctx), 0, "reload");
 }
 
 static const struct {
@@ -186,13 +435,10 @@ static cJSON *cmd_kill(struct req *r)
         return err;
     int sig = parse_signal(arg(r, "signal"));
     if (sig < 0)
-        return error_obj(CR_E_BAD_ARGUMENT, "'signal' must be a signal name (KILL, TERM, ...) "
-                                            "or number");
-    int e = cr_supervisor_kill(r->sup, id, sig);
-    if (e == -ENOENT)
-        return error_obj(CR_E_NOT_FOUND, "no worker %d", id);
-    if (e == -ESRCH)
-        return error_obj(CR_E_NO_PROCESS, "worker %d has no process right now", id);
+        return cr_control_error(CR_E_BAD_ARGUMENT,
+                                "'signal' must be a signal name (KILL, TERM, ...) or number");
+    if ((err = op_error(r->ops->kill(r->ctx, id, sig), id, "kill")))
+        return err;
     cJSON_AddNumberToObject(r->out, "signal", sig);
     return NULL;
 }
@@ -201,20 +447,29 @@ static cJSON *cmd_set(struct req *r)
 {
     const cJSON *k = arg(r, "key"), *v = arg(r, "value");
     if (!cJSON_IsString(k))
-        return error_obj(CR_E_BAD_ARGUMENT, "'key' must be a string");
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'key' must be a string");
     char buf[256];
+    int n;
     if (cJSON_IsString(v))
-        snprintf(buf, sizeof(buf), "%s", v->valuestring);
+        n = snprintf(buf, sizeof(buf), "%s", v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 0)
-        snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
+        n = snprintf(buf, sizeof(buf), "%.17g", v->valuedouble);
     else if (cJSON_IsBool(v))
-        snprintf(buf, sizeof(buf), "%s", cJSON_IsTrue(v) ? "true" : "false");
+        n = snprintf(buf, sizeof(buf), "%s", cJSON_IsTrue(v) ? "true" : "false");
     else
-        return error_obj(CR_E_BAD_ARGUMENT, "'value' must be a string, number or boolean");
-    char msg[256];
-    int e = cr_supervisor_set(r->sup, k->valuestring, buf, msg, sizeof(msg));
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'value' must be a string, number or boolean");
+    /* A value cut short would be a different value. */
+    if (n < 0 || (size_t)n >= sizeof(buf))
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'value' is limited to %zu bytes",
+                                sizeof(buf) - 1);
+    char msg[256] = "";
+    int e = r->ops->set(r->ctx, k->valuestring, buf, msg, sizeof(msg));
+    if (e == -EINVAL)
+        return cr_control_error(CR_E_BAD_ARGUMENT, "%s", msg[0] ? msg : "bad key or value");
+    if (e == -ESHUTDOWN) /* `set workers` is a scale */
+        return op_error(e, 0, "set");
     if (e < 0)
-        return error_obj(CR_E_BAD_ARGUMENT, "%s", e == -EINVAL ? msg : strerror(-e));
+        return cr_control_error(CR_E_BAD_ARGUMENT, "%s", strerror(-e));
     cJSON_AddStringToObject(r->out, "key", k->valuestring);
     cJSON_AddStringToObject(r->out, "value", buf);
     return NULL;
@@ -229,9 +484,9 @@ static cJSON *cmd_events(struct req *r)
 
 static cJSON *cmd_metrics(struct req *r)
 {
-    char *text = cr_metrics_text(r->sup);
+    char *text = r->ops->metrics(r->ctx);
     if (!text)
-        return error_obj(CR_E_INTERNAL, "metrics rendering failed");
+        return cr_control_error(CR_E_INTERNAL, "metrics rendering failed");
     cJSON_AddStringToObject(r->out, "metrics", text);
     free(text);
     return NULL;
@@ -241,7 +496,7 @@ static cJSON *cmd_stop(struct req *r)
 {
     /* The answer is queued before the drain begins, and the connection
      * stays open until the last worker is gone. */
-    cr_supervisor_stop(r->sup);
+    r->ops->stop(r->ctx);
     return NULL;
 }
 
@@ -262,59 +517,65 @@ static const struct {
     {"ping", cmd_ping},
 };
 
-static void echo_id(cJSON *out, const cJSON *in)
+static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
+                       bool *ret_subscribe)
 {
-    const cJSON *id = in ? cJSON_GetObjectItemCaseSensitive(in, "id") : NULL;
-    if (id)
-        cJSON_AddItemToObject(out, "id", cJSON_Duplicate(id, true));
-}
-
-cJSON *cr_control_handle(struct cr_supervisor *sup, const char *line, size_t len,
-                         bool *ret_subscribe)
-{
-    *ret_subscribe = false;
-    const char *end = NULL;
-    cJSON *in = cJSON_ParseWithLengthOpts(line, len, &end, false);
-    if (!in)
-        return error_obj(CR_E_BAD_JSON, "not valid JSON (near byte %ld)",
-                         end ? (long)(end - line) : 0L);
-    /* One value per line: anything but blanks after it is an error (cJSON
-     * stops at the end of the first value and would ignore the rest). */
-    size_t used = (size_t)(end - line);
-    while (used < len && line[used] && strchr(" \t\r", line[used]))
-        used++;
-    if (used < len) {
-        cJSON_Delete(in);
-        return error_obj(CR_E_BAD_JSON, "trailing data after the request (byte %zu)", used);
-    }
-    cJSON *res = NULL;
-    if (!cJSON_IsObject(in)) {
-        res = error_obj(CR_E_BAD_REQUEST, "a request is a JSON object");
-        goto out;
-    }
+    if (!cJSON_IsObject(in))
+        return cr_control_error(CR_E_BAD_REQUEST, "a request is a JSON object");
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(in, "cmd");
-    if (!cJSON_IsString(cmd)) {
-        res = error_obj(CR_E_BAD_REQUEST, "a request needs \"cmd\": a string");
-        goto out;
-    }
+    if (!cJSON_IsString(cmd))
+        return cr_control_error(CR_E_BAD_REQUEST, "a request needs \"cmd\": a string");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(cmd->valuestring, commands[i].name) != 0)
             continue;
-        struct req r = {.sup = sup, .in = in, .out = cJSON_CreateObject()};
+        struct req r = {.ops = ops, .ctx = ctx, .in = in, .out = cJSON_CreateObject()};
+        if (!r.out)
+            return oom();
         cJSON_AddTrueToObject(r.out, "ok");
         cJSON *err = commands[i].fn(&r);
         if (err) {
             cJSON_Delete(r.out);
-            res = err;
-        } else {
-            res = r.out;
-            *ret_subscribe = r.subscribe;
+            return err;
         }
-        goto out;
+        *ret_subscribe = r.subscribe;
+        return r.out;
     }
-    res = error_obj(CR_E_UNKNOWN_COMMAND, "unknown command '%.64s'", cmd->valuestring);
-out:
-    echo_id(res, in);
+    return cr_control_error(CR_E_UNKNOWN_COMMAND, "unknown command '%.64s'", cmd->valuestring);
+}
+
+cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *line, size_t len,
+                         bool *ret_subscribe)
+{
+    *ret_subscribe = false;
+    /* JSON text is UTF-8 with no raw control characters in strings; cJSON
+     * checks neither, and what it lets through would be echoed. */
+    struct lex lx = lex_check(line, len);
+    if (lx.bad_at != SIZE_MAX)
+        return cr_control_error(CR_E_BAD_JSON, "%s (byte %zu)", lx.why, lx.bad_at);
+    const char *end = NULL;
+    cJSON *in = cJSON_ParseWithLengthOpts(line, len, &end, false);
+    if (!in)
+        return cr_control_error(CR_E_BAD_JSON, "not valid JSON (near byte %ld)",
+                                end ? (long)(end - line) : 0L);
+    /* One value per line: anything but blanks after it is an error (cJSON
+     * stops at the end of the first value and would ignore the rest). */
+    size_t used = skip_ws(line, (size_t)(end - line), len);
+    if (used < len) {
+        cJSON_Delete(in);
+        return cr_control_error(CR_E_BAD_JSON, "trailing data after the request (byte %zu)",
+                                used);
+    }
+    size_t id_at = 0, id_len = 0;
+    bool has_id = cJSON_IsObject(in) && find_id(line, len, &id_at, &id_len);
+    cJSON *res;
+    /* cJSON ends a string at \u0000: a command, key or value holding one
+     * would silently mean a shorter one. Only the id, copied as text, may. */
+    if (lx.nul_escapes > (has_id ? lex_check(line + id_at, id_len).nul_escapes : 0))
+        res = cr_control_error(CR_E_BAD_REQUEST, "\\u0000 is allowed only inside \"id\"");
+    else
+        res = dispatch(ops, ctx, in, ret_subscribe);
+    if (res && has_id)
+        echo_id(res, line, id_at, id_len);
     cJSON_Delete(in);
     return res;
 }

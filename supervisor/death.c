@@ -158,6 +158,13 @@ static bool oom_system_indirect(const struct cr_death_evidence *ev)
     return ev->system_oom_kill > 0 && !cg_known(ev);
 }
 
+/* An enclosing group's limit counters moved: whatever the system counter
+ * says, the machine did not run out; a limit did. */
+static bool ancestor_moved(const struct cr_death_evidence *ev)
+{
+    return cg_known(ev) && (ev->ancestor.max > 0 || ev->ancestor.oom > 0);
+}
+
 static bool heap_evidence(const struct cr_death_evidence *ev)
 {
     return ev->fatal_heap_limit || heap_message(ev) || heap_near_limit(ev);
@@ -268,15 +275,25 @@ static void classify_oom_direct(const struct cr_death_evidence *ev, struct cr_de
         set(r, CR_DEATH_OOM_ANCESTOR_LIMIT,
             "killed by the kernel OOM killer: an enclosing cgroup's limit");
         add_mib(r, " (", ev->ancestor_limit);
-        addf(r, " was hit, not the worker's own");
+        addf(r, ev->own_shared ? " was hit (--no-cgroups: no per-worker limit)"
+                               : " was hit, not the worker's own");
         add_oom_counts(r, "ancestor", ev, &ev->ancestor, ev->ancestor_path);
         add_oom_counts(r, "own group", ev, &ev->own, ev->own_path);
-    } else if (ev->system_oom_kill > 0) {
+    } else if (ev->system_oom_kill > 0 && !ancestor_moved(ev)) {
         set(r, CR_DEATH_OOM_SYSTEM,
             "killed by the kernel OOM killer with no cgroup limit hit: the machine ran out "
             "of memory (system oom_kill +%" PRIu64 ")",
             ev->system_oom_kill);
         add_oom_counts(r, "own group", ev, &ev->own, ev->own_path);
+    } else if (ev->own_shared) {
+        /* --no-cgroups: the group the worker shares with corrald counted
+         * the kill, and no limit counter moved. Every limit around the
+         * worker is an enclosing one (a container's, a service's). */
+        set(r, CR_DEATH_OOM_ANCESTOR_LIMIT,
+            "killed by the kernel OOM killer (counted in the group shared with corrald; no "
+            "limit counter moved, so the enclosing limit is assumed)");
+        add_oom_counts(r, "shared group", ev, &ev->own, ev->own_path);
+        r->inferred = true;
     } else {
         /* The kill was counted in the group, but no limit counter moved (a
          * kernel that lacks them, or a reading lost): the own group is the

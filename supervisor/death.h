@@ -126,6 +126,10 @@ struct cr_death_evidence {
     uint64_t own_peak;
     uint64_t ancestor_peak;
     uint64_t system_oom_kill; /* /proc/vmstat oom_kill delta */
+    /* --no-cgroups: the worker has no group of its own; "own" holds only the
+     * kill count of the group it shares with corrald (whose limit is an
+     * enclosing one and is counted among the ancestors). */
+    bool own_shared;
 
     /* Heap evidence: X_FATAL=heap-limit was received; the last report. */
     bool fatal_heap_limit;

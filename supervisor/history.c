@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ring.h"
+
 #define MINUTE_MS 60000
 #define HOUR_BUCKETS 60
 
@@ -20,8 +22,7 @@ struct bucket {
 
 struct cr_history {
     size_t capacity;
-    size_t len;
-    size_t head; /* index of the next write */
+    struct cr_ring idx; /* which of ring[] are in use */
     uint64_t total[_CR_DEATH_MAX];
     struct bucket hour[_CR_DEATH_MAX][HOUR_BUCKETS];
     struct cr_postmortem ring[]; /* capacity entries */
@@ -352,10 +353,7 @@ int cr_history_push(struct cr_history *h, const struct cr_postmortem *pm)
 
     if (!h || !pm || (unsigned)pm->category >= _CR_DEATH_MAX)
         return -EINVAL;
-    h->ring[h->head] = *pm;
-    h->head = (h->head + 1) % h->capacity;
-    if (h->len < h->capacity)
-        h->len++;
+    h->ring[cr_ring_push(&h->idx, h->capacity)] = *pm;
     h->total[pm->category]++;
 
     minute = minute_of(pm->end_ms);
@@ -374,7 +372,7 @@ int cr_history_push(struct cr_history *h, const struct cr_postmortem *pm)
 
 size_t cr_history_len(const struct cr_history *h)
 {
-    return h ? h->len : 0;
+    return h ? h->idx.len : 0;
 }
 
 size_t cr_history_capacity(const struct cr_history *h)
@@ -384,9 +382,9 @@ size_t cr_history_capacity(const struct cr_history *h)
 
 const struct cr_postmortem *cr_history_get(const struct cr_history *h, size_t n)
 {
-    if (!h || n >= h->len)
+    if (!h || n >= h->idx.len)
         return NULL;
-    return &h->ring[(h->head + h->capacity - 1 - n) % h->capacity];
+    return &h->ring[cr_ring_newest(&h->idx, h->capacity, n)];
 }
 
 uint64_t cr_history_count_total(const struct cr_history *h, enum cr_death d)

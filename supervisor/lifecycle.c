@@ -114,9 +114,8 @@ uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n)
 static unsigned deaths_in_window(struct cr_restart_state *st, uint64_t now_ms, uint64_t window)
 {
     unsigned n = 0;
-    for (unsigned i = 0; i < st->ndeaths; i++) {
-        uint64_t t = st->deaths[(st->head + CR_RESTART_MAX_BUDGET + 1 - 1 - i) %
-                                (CR_RESTART_MAX_BUDGET + 1)];
+    for (size_t i = 0; i < st->ring.len; i++) {
+        uint64_t t = st->deaths[cr_ring_newest(&st->ring, CR_RING_CAP(st->deaths), i)];
         if (now_ms - t <= window)
             n++;
     }
@@ -133,10 +132,7 @@ struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
     if (uptime_ms >= p->backoff_reset_ms)
         st->consecutive = 0;
     st->consecutive++;
-    st->deaths[st->head] = now_ms;
-    st->head = (st->head + 1) % (CR_RESTART_MAX_BUDGET + 1);
-    if (st->ndeaths < CR_RESTART_MAX_BUDGET + 1)
-        st->ndeaths++;
+    st->deaths[cr_ring_push(&st->ring, CR_RING_CAP(st->deaths))] = now_ms;
 
     unsigned budget = p->budget < CR_RESTART_MAX_BUDGET ? p->budget : CR_RESTART_MAX_BUDGET;
     if (deaths_in_window(st, now_ms, p->window_ms) > budget)

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ring.h"
+
 enum cr_wstate {
     CR_WS_STARTING, /* forked, exec'd, waiting for READY=1; deadline = start timeout */
     CR_WS_READY,    /* serving; deadline = watchdog silence */
@@ -78,9 +80,8 @@ struct cr_restart_policy {
 
 struct cr_restart_state {
     unsigned consecutive;                       /* unplanned deaths since the last stable run */
-    uint64_t deaths[CR_RESTART_MAX_BUDGET + 1]; /* times of recent unplanned deaths (ring) */
-    unsigned ndeaths;
-    unsigned head;
+    uint64_t deaths[CR_RESTART_MAX_BUDGET + 1]; /* times of recent unplanned deaths ... */
+    struct cr_ring ring;                        /* ... and which of them are in use */
 };
 
 struct cr_restart_decision {

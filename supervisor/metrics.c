@@ -2,7 +2,6 @@
  * conventional names, base units (bytes, seconds), one family at a time. */
 #include "internal.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,52 +10,8 @@
 
 #include "cr_config.h"
 #include "history.h"
+#include "prom.h"
 #include "trend.h"
-
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        /* b->p is NULL before the first growth: NULL + 0 is UB (fuzz-control). */
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)n) * 2;
-        if (cap > (64u << 20)) { /* a hard cap: never grow without bound */
-            b->failed = true;
-            return;
-        }
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-}
-
-static void family(struct buf *b, const char *name, const char *type, const char *help)
-{
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 typedef double (*getter)(const struct cr_worker *w);
 
@@ -102,30 +57,30 @@ static bool listed(const struct cr_worker *w)
 
 char *cr_metrics_text(struct cr_supervisor *sup)
 {
-    struct buf b = {0};
-    family(&b, "corral_up", "gauge", "1 while corrald runs.");
-    put(&b, "corral_up 1\n");
-    family(&b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
-    put(&b, "corral_uptime_seconds %.3f\n", (double)(cr_now_ms(sup) - sup->started_at) / 1000.0);
-    family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
+    struct cr_prom b = CR_PROM_INIT;
+    cr_prom_family(&b, "corral_up", "gauge", "1 while corrald runs.");
+    cr_prom_printf(&b, "corral_up 1\n");
+    cr_prom_family(&b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
+    cr_prom_printf(&b, "corral_uptime_seconds %.3f\n", (double)(cr_now_ms(sup) - sup->started_at) / 1000.0);
+    cr_prom_family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
     for (int s = 0; s < _CR_WS_MAX; s++) {
         unsigned n = 0;
         for (struct cr_worker *w = sup->workers; w; w = w->next)
             n += (int)w->state == s;
-        put(&b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s), n);
+        cr_prom_printf(&b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s), n);
     }
-    family(&b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
-    put(&b, "corral_workers_target %u\n", sup->target);
-    family(&b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
+    cr_prom_family(&b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
+    cr_prom_printf(&b, "corral_workers_target %u\n", sup->target);
+    cr_prom_family(&b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
-        put(&b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
+        cr_prom_printf(&b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
             cr_death_to_string((enum cr_death)d), sup->deaths_by_category[d]);
 
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
-        family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
+        cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
         for (struct cr_worker *w = sup->workers; w; w = w->next)
             if (listed(w))
-                put(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
+                cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
                     worker_metrics[m].get(w));
     }
     /* Three gauges, not one with a "quantile" label: that label belongs to
@@ -139,21 +94,18 @@ char *cr_metrics_text(struct cr_supervisor *sup)
         {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us)},
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
-        family(&b, delays[d].name, "gauge", delays[d].help);
+        cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
         for (struct cr_worker *w = sup->workers; w; w = w->next)
             if (listed(w))
-                put(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, w->id,
+                cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, w->id,
                     (double)*(const uint64_t *)((const char *)&w->last + delays[d].off) / 1e6);
     }
-    family(&b, "corral_worker_memory_verdict", "gauge",
+    cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");
     for (struct cr_worker *w = sup->workers; w; w = w->next)
         if (listed(w))
-            put(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", w->id,
+            cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", w->id,
                 cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict));
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p ? b.p : strdup("");
+    char *text;
+    return cr_prom_take(&b, &text, NULL) < 0 ? NULL : text;
 }

@@ -1,15 +1,15 @@
-/* The Prometheus HTTP listener: accept, parse one request with
- * http-parser, answer, close. Bounded: request size, connections, time. */
+/* The Prometheus HTTP listener: accept, parse one request with the shared
+ * parser wrapper (common/http_parse.h), answer, close. Bounded: request size, connections, time. */
 #include "metrics_http.h"
 
 #include <errno.h>
-#include <http_parser.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
+#include "http_parse.h"
 #include "internal.h"
 
 struct conn {
@@ -19,7 +19,7 @@ struct conn {
     uv_timer_t timer;
     uv_write_t wr;
     uv_shutdown_t shut;
-    http_parser parser;
+    struct cr_http_parse *parser;
     size_t seen;      /* request bytes read */
     char url[256];
     size_t url_len;
@@ -42,6 +42,7 @@ static void conn_freed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     if (--c->handles == 0) {
+        cr_http_parse_free(c->parser);
         free(c->out);
         free(c);
     }
@@ -97,9 +98,9 @@ static void respond(struct conn *c, int code, const char *reason, const char *ty
         conn_close(c);
 }
 
-static int on_url(http_parser *p, const char *at, size_t len)
+static int on_url(void *ud, const char *at, size_t len)
 {
-    struct conn *c = p->data;
+    struct conn *c = ud;
     if (c->url_len + len >= sizeof(c->url)) {
         c->url_long = true;
         return 0;
@@ -113,7 +114,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static void route(struct conn *c)
 {
     const char *text = "text/plain; charset=utf-8";
-    bool head = c->parser.method == HTTP_HEAD;
+    const char *method = cr_http_parse_method(c->parser);
+    bool head = strcmp(method, "HEAD") == 0;
     size_t plen = strcspn(c->url, "?#");
     if (c->url_long) {
         respond(c, 414, "URI Too Long", text, "URI too long\n", head);
@@ -123,7 +125,7 @@ static void route(struct conn *c)
         respond(c, 404, "Not Found", text, "corrald serves /metrics only\n", head);
         return;
     }
-    if (c->parser.method != HTTP_GET && !head) {
+    if (strcmp(method, "GET") != 0 && !head) {
         respond(c, 405, "Method Not Allowed", text, "GET or HEAD\n", false);
         return;
     }
@@ -136,14 +138,15 @@ static void route(struct conn *c)
     free(m);
 }
 
-static int on_headers_complete(http_parser *p)
+static int on_headers_complete(void *ud)
 {
-    /* The head is all a scrape needs; a body is neither expected nor read. */
-    route(p->data);
-    return 1; /* skip the body */
+    /* The head is all a scrape needs; a body is neither expected nor read:
+     * stopping here ends parsing, and on_read sees the answer. */
+    route(ud);
+    return 1;
 }
 
-static const http_parser_settings settings = {
+static const struct cr_http_parse_cbs parse_cbs = {
     .on_url = on_url,
     .on_headers_complete = on_headers_complete,
 };
@@ -166,11 +169,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         return;
     }
     c->seen += (size_t)n;
-    size_t used = http_parser_execute(&c->parser, &settings, b->base, (size_t)n);
+    size_t used;
+    int r = cr_http_parse_feed(c->parser, b->base, (size_t)n, &used);
     if (c->answered || c->closing)
         return;
     const char *text = "text/plain; charset=utf-8";
-    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || used != (size_t)n)
+    if (r < 0 || used != (size_t)n)
         respond(c, 400, "Bad Request", text, "bad request\n", false);
     else if (c->seen > CR_METRICS_HTTP_MAX_REQUEST)
         respond(c, 431, "Request Header Fields Too Large", text, "request too large\n", false);
@@ -197,9 +201,9 @@ static void on_connection(uv_stream_t *server, int status)
     c->next = m->conns;
     m->conns = c;
     m->nconns++;
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || m->nconns > CR_METRICS_HTTP_MAX_CLIENTS) {
+    c->parser = cr_http_parse_new(&parse_cbs, c);
+    if (!c->parser || uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
+        m->nconns > CR_METRICS_HTTP_MAX_CLIENTS) {
         conn_close(c);
         return;
     }

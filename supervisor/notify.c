@@ -50,17 +50,17 @@ struct u64_key {
 
 #define U(k, b, f) {k, b, offsetof(struct cr_notify_msg, f)}
 static const struct u64_key u64_keys[] = {
-    U("X_HEAP_USED", CR_NF_HEAP_USED, heap_used),
-    U("X_HEAP_TOTAL", CR_NF_HEAP_TOTAL, heap_total),
-    U("X_HEAP_LIMIT", CR_NF_HEAP_LIMIT, heap_limit),
-    U("X_EXTERNAL", CR_NF_EXTERNAL, external),
-    U("X_RSS", CR_NF_RSS, rss),
-    U("X_LOOP_DELAY_P50_US", CR_NF_DELAY_P50, delay_p50_us),
-    U("X_LOOP_DELAY_P99_US", CR_NF_DELAY_P99, delay_p99_us),
-    U("X_LOOP_DELAY_MAX_US", CR_NF_DELAY_MAX, delay_max_us),
-    U("X_INFLIGHT", CR_NF_INFLIGHT, inflight),
-    U("X_REQUESTS", CR_NF_REQUESTS, requests),
-    U("X_POOL_QUEUE", CR_NF_POOL_QUEUE, pool_queue),
+    U(CR_NK_HEAP_USED, CR_NF_HEAP_USED, heap_used),
+    U(CR_NK_HEAP_TOTAL, CR_NF_HEAP_TOTAL, heap_total),
+    U(CR_NK_HEAP_LIMIT, CR_NF_HEAP_LIMIT, heap_limit),
+    U(CR_NK_EXTERNAL, CR_NF_EXTERNAL, external),
+    U(CR_NK_RSS, CR_NF_RSS, rss),
+    U(CR_NK_DELAY_P50, CR_NF_DELAY_P50, delay_p50_us),
+    U(CR_NK_DELAY_P99, CR_NF_DELAY_P99, delay_p99_us),
+    U(CR_NK_DELAY_MAX, CR_NF_DELAY_MAX, delay_max_us),
+    U(CR_NK_INFLIGHT, CR_NF_INFLIGHT, inflight),
+    U(CR_NK_REQUESTS, CR_NF_REQUESTS, requests),
+    U(CR_NK_POOL_QUEUE, CR_NF_POOL_QUEUE, pool_queue),
 };
 
 static void copy_str(char *dst, size_t cap, const char *v, size_t n)
@@ -79,32 +79,32 @@ static bool key_is(const char *k, size_t kn, const char *want)
 static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
                        struct cr_notify_msg *m, unsigned *bad)
 {
-    if (key_is(k, kn, "READY")) {
+    if (key_is(k, kn, CR_NK_READY)) {
         if (vn == 1 && v[0] == '1')
             m->present |= CR_NF_READY;
         return;
     }
-    if (key_is(k, kn, "WATCHDOG")) {
+    if (key_is(k, kn, CR_NK_WATCHDOG)) {
         if (vn == 1 && v[0] == '1')
             m->present |= CR_NF_WATCHDOG;
         return;
     }
-    if (key_is(k, kn, "STOPPING")) {
+    if (key_is(k, kn, CR_NK_STOPPING)) {
         if (vn == 1 && v[0] == '1')
             m->present |= CR_NF_STOPPING;
         return;
     }
-    if (key_is(k, kn, "STATUS")) {
+    if (key_is(k, kn, CR_NK_STATUS)) {
         copy_str(m->status, sizeof(m->status), v, vn);
         m->present |= CR_NF_STATUS;
         return;
     }
-    if (key_is(k, kn, "X_FATAL")) {
+    if (key_is(k, kn, CR_NK_FATAL)) {
         copy_str(m->fatal, sizeof(m->fatal), v, vn);
         m->present |= CR_NF_FATAL;
         return;
     }
-    if (key_is(k, kn, "X_ELU")) {
+    if (key_is(k, kn, CR_NK_ELU)) {
         double d;
         if (parse_double(v, vn, &d) && d >= 0 && d <= 1) {
             m->elu = d;

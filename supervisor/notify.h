@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CR_NOTIFY_MAX 4096 /* one message, either transport */
+#include "notify_proto.h" /* CR_NOTIFY_MAX and the keys, shared with the worker */
 
 enum cr_notify_field {
     CR_NF_READY = 1u << 0,
@@ -36,8 +36,8 @@ enum cr_notify_field {
 
 struct cr_notify_msg {
     unsigned present; /* cr_notify_field bits */
-    char status[256];
-    char fatal[32];
+    char status[CR_NOTIFY_STATUS_MAX];
+    char fatal[CR_NOTIFY_FATAL_MAX];
     uint64_t heap_used, heap_total, heap_limit, external, rss;
     uint64_t delay_p50_us, delay_p99_us, delay_max_us;
     uint64_t inflight, requests, pool_queue;

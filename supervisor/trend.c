@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ring.h"
+
 static const char *const verdict_names[_CR_TREND_VERDICT_MAX] = {
     [CR_TREND_UNKNOWN] = "unknown",
     [CR_TREND_STABLE] = "stable",
@@ -304,7 +306,8 @@ int cr_trend_format(const struct cr_trend *t, char *buf, size_t size)
 /* ---- the ring ---- */
 
 struct cr_trend_ring {
-    size_t capacity, start, len;
+    size_t capacity;
+    struct cr_ring idx; /* which of s[] are in use */
     struct cr_sample s[];
 };
 
@@ -336,27 +339,21 @@ int cr_trend_ring_push(struct cr_trend_ring *r, const struct cr_sample *s)
 {
     if (!r || !s)
         return -EINVAL;
-    if (r->len && s->t_ms < cr_trend_ring_get(r, r->len - 1)->t_ms)
+    if (r->idx.len && s->t_ms < cr_trend_ring_get(r, r->idx.len - 1)->t_ms)
         return -EINVAL;
-    if (r->len < r->capacity) {
-        r->s[(r->start + r->len) % r->capacity] = *s;
-        r->len++;
-    } else {
-        r->s[r->start] = *s;
-        r->start = (r->start + 1) % r->capacity;
-    }
+    r->s[cr_ring_push(&r->idx, r->capacity)] = *s;
     return 0;
 }
 
 void cr_trend_ring_clear(struct cr_trend_ring *r)
 {
     if (r)
-        r->start = r->len = 0;
+        cr_ring_clear(&r->idx);
 }
 
 size_t cr_trend_ring_len(const struct cr_trend_ring *r)
 {
-    return r ? r->len : 0;
+    return r ? r->idx.len : 0;
 }
 
 size_t cr_trend_ring_capacity(const struct cr_trend_ring *r)
@@ -366,9 +363,9 @@ size_t cr_trend_ring_capacity(const struct cr_trend_ring *r)
 
 const struct cr_sample *cr_trend_ring_get(const struct cr_trend_ring *r, size_t i)
 {
-    if (!r || i >= r->len)
+    if (!r || i >= r->idx.len)
         return NULL;
-    return &r->s[(r->start + i) % r->capacity];
+    return &r->s[cr_ring_oldest(&r->idx, r->capacity, i)];
 }
 
 int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_params *p,
@@ -376,6 +373,9 @@ int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_p
 {
     if (!r || !ret)
         return -EINVAL;
-    struct view v = {.base = r->s, .cap = r->capacity, .start = r->start, .n = r->len};
+    struct view v = {.base = r->s,
+                     .cap = r->capacity,
+                     .start = r->idx.len ? cr_ring_oldest(&r->idx, r->capacity, 0) : 0,
+                     .n = r->idx.len};
     return analyze(&v, p, hard_limit, ret);
 }

@@ -93,13 +93,15 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     r = r ?: strv_add(env, strdup("CORRAL_NOTIFY_FD=4"));
     r = r ?: strv_add(env, fmt("CORRAL_WORKER_ID=%d", w->id));
     r = r ?: strv_add(env, fmt("CORRAL_GENERATION=%u", w->generation));
-    if (c->memory_max) {
+    if (c->memory_max)
         r = r ?: strv_add(env, fmt("CORRAL_MEMORY_MAX=%llu", (unsigned long long)c->memory_max));
+    if (cr_cg_heap_limit(sup))
         r = r ?: strv_add(env, fmt("CORRAL_HEAP_LIMIT=%llu",
-                                   (unsigned long long)cr_config_heap_limit(c)));
-    }
+                                   (unsigned long long)cr_cg_heap_limit(sup)));
     if (c->threadpool)
         r = r ?: strv_add(env, fmt("UV_THREADPOOL_SIZE=%u", c->threadpool));
+    if (c->watchdog_ms) /* as systemd does: the worker paces its heartbeats by it */
+        r = r ?: strv_add(env, fmt("WATCHDOG_USEC=%llu", (unsigned long long)c->watchdog_ms * 1000));
     return r;
 }
 
@@ -113,9 +115,9 @@ static bool is_node(const char *path)
 /* V8's heap limit is old space plus the young generation's reserve (48 MB
  * on 64-bit Node 20: --max-old-space-size=64 reports a 112 MB limit), so the
  * old space gets the derived heap limit minus that reserve. */
-static uint64_t node_old_space_mb(const struct cr_config *c)
+static uint64_t node_old_space_mb(const struct cr_supervisor *sup)
 {
-    uint64_t mb = cr_config_heap_limit(c) >> 20;
+    uint64_t mb = cr_cg_heap_limit(sup) >> 20;
     return mb > 96 ? mb - 48 : (mb / 2 ? mb / 2 : 1);
 }
 
@@ -127,8 +129,8 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
     if (!c->argc)
         return strv_add(argv, strdup(sup->worker_path));
     r = strv_add(argv, strdup(c->argv[0]));
-    if (r == 0 && c->node_heap && c->memory_max && is_node(c->argv[0]))
-        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(c)));
+    if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0]))
+        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(sup)));
     for (size_t i = 1; r == 0 && i < c->argc; i++)
         r = strv_add(argv, strdup(c->argv[i]));
     return r;

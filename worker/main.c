@@ -117,6 +117,20 @@ static void burn_path(const struct cr_wopts *o, char *out, size_t size)
     snprintf(out, size, "%s/corral/corral-burn", CR_LIBEXECDIR);
 }
 
+/* The supervisor (corrald, or systemd) flags a worker blocked after
+ * WATCHDOG_USEC of silence; a report period near it would flap on timer
+ * jitter alone. Report at least four times per watchdog period. */
+static uint64_t report_period_ms(const struct cr_wopts *o)
+{
+    uint64_t usec = 0, ms = o->report_interval_ms;
+    if (sd_watchdog_enabled(0, &usec) > 0 && usec) {
+        uint64_t cap = usec / 4000 ? usec / 4000 : 1;
+        if (cap < ms)
+            ms = cap;
+    }
+    return ms;
+}
+
 static void report_cb(uv_timer_t *t)
 {
     struct main_state *ms = t->data;
@@ -226,7 +240,7 @@ static int setup(struct main_state *ms)
     /* The first report goes out on the loop's first turn, right after
      * READY=1: from then on the supervisor's watchdog knows this worker
      * heartbeats, so a hang in its very first request is caught too. */
-    uv_timer_start(&ms->report, report_cb, 0, app->opts.report_interval_ms);
+    uv_timer_start(&ms->report, report_cb, 0, report_period_ms(&app->opts));
     return 0;
 }
 

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#define CR_NOTIFY_MAX 4096
+#include "notify_proto.h" /* CR_NOTIFY_MAX and the keys, shared with corrald */
 
 enum cr_notify_kind { CR_NOTIFY_NONE, CR_NOTIFY_DATAGRAM, CR_NOTIFY_STREAM };
 

@@ -34,10 +34,11 @@ int cr_report_format(struct cr_app *app, const struct cr_loop_window *w, char *b
     const struct cr_server_stats *ss = cr_server_stats(app->srv);
     int n =
         snprintf(buf, size,
-                 "WATCHDOG=1\nX_HEAP_USED=%zu\nX_HEAP_TOTAL=%zu\nX_HEAP_LIMIT=%zu\nX_EXTERNAL=%zu\n"
-                 "X_RSS=%llu\nX_LOOP_DELAY_P50_US=%llu\nX_LOOP_DELAY_P99_US=%llu\n"
-                 "X_LOOP_DELAY_MAX_US=%llu\nX_ELU=%.3f\nX_INFLIGHT=%llu\nX_REQUESTS=%llu\n"
-                 "X_POOL_QUEUE=%llu",
+                 CR_NK_WATCHDOG "=1\n" CR_NK_HEAP_USED "=%zu\n" CR_NK_HEAP_TOTAL "=%zu\n"
+                 CR_NK_HEAP_LIMIT "=%zu\n" CR_NK_EXTERNAL "=%zu\n" CR_NK_RSS "=%llu\n"
+                 CR_NK_DELAY_P50 "=%llu\n" CR_NK_DELAY_P99 "=%llu\n" CR_NK_DELAY_MAX "=%llu\n"
+                 CR_NK_ELU "=%.3f\n" CR_NK_INFLIGHT "=%llu\n" CR_NK_REQUESTS "=%llu\n"
+                 CR_NK_POOL_QUEUE "=%llu",
                  st.used, st.total, st.limit, st.external, (unsigned long long)rss,
                  (unsigned long long)w->p50_us, (unsigned long long)w->p99_us,
                  (unsigned long long)w->max_us, w->elu, (unsigned long long)ss->inflight,

@@ -7,15 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #define READ_BUF_SIZE (64 * 1024)
 #define LINGER_MS     1000
+/* A draining worker leaves an idle keep-alive connection open this long, so
+ * a request already on its way is answered (with Connection: close) rather
+ * than met by a close: far longer than a request's flight, far shorter than
+ * the drain timeout. */
+#define DRAIN_GRACE_MS 1000
+/* An idle timeout that finds input waiting is not idle: look again soon. */
+#define INPUT_WAIT_MS 50
 
 static int p_begin(void *ud);
 static int p_url(void *ud, const char *at, size_t len);
 static int p_field(void *ud, const char *at, size_t len);
 static int p_value(void *ud, const char *at, size_t len);
 static int p_headers(void *ud);
+static int p_chunk(void *ud, uint64_t size);
 static int p_body(void *ud, const char *at, size_t len);
 static int p_complete(void *ud);
 
@@ -27,10 +36,21 @@ static const struct cr_http_parse_cbs parse_cbs = {
     .on_headers_complete = p_headers,
     .on_body = p_body,
     .on_complete = p_complete,
+    .on_chunk_header = p_chunk,
 };
 
 static void arm(struct cr_conn *c, enum timer_kind kind, uint64_t ms);
 static void read_start(struct cr_conn *c);
+
+/* How long an idle connection stays open: the keep-alive timeout, cut to
+ * the drain grace once draining (a timeout of 0, "never", included). */
+static uint64_t idle_ms(const struct cr_server *srv)
+{
+    uint64_t ka = srv->cfg.keepalive_timeout_ms;
+    if (srv->draining && (ka == 0 || ka > DRAIN_GRACE_MS))
+        return DRAIN_GRACE_MS;
+    return ka;
+}
 
 int cr_server_new(uv_loop_t *loop, const struct cr_server_config *cfg, cr_server_handler handler,
                   void *ud, struct cr_server **ret_srv)
@@ -148,12 +168,12 @@ void cr_conn_after_write(struct cr_conn *c)
         conn_linger(c);
         return;
     }
+    /* A draining server does not close a connection here even when it is
+     * idle: this response said keep-alive, so the client may have sent its
+     * next request already. That request gets the Connection: close answer;
+     * a client that sends nothing is closed after the idle grace. */
     if (c->state != CONN_OPEN)
         return;
-    if (c->srv->draining && conn_idle(c)) {
-        cr_conn_close(c);
-        return;
-    }
     if (c->paused && c->depth < c->srv->cfg.max_pipeline) {
         c->paused = false;
         cr_http_parse_resume(c->hp);
@@ -168,10 +188,21 @@ void cr_conn_after_write(struct cr_conn *c)
             read_start(c);
     }
     if (c->state == CONN_OPEN && conn_idle(c))
-        arm(c, TIMER_IDLE, c->srv->cfg.keepalive_timeout_ms);
+        arm(c, TIMER_IDLE, idle_ms(c->srv));
 }
 
 /* ---- timers ---- */
+
+/* True when the client's next bytes already sit in the socket: closing now
+ * would reset the connection under a request that has arrived. */
+static bool input_waiting(struct cr_conn *c)
+{
+    uv_os_fd_t fd;
+    char b;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0)
+        return false;
+    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
 
 static void timer_cb(uv_timer_t *t)
 {
@@ -188,7 +219,11 @@ static void timer_cb(uv_timer_t *t)
         }
         break;
     case TIMER_IDLE:
-        if (c->state == CONN_OPEN && conn_idle(c))
+        if (c->state != CONN_OPEN || !conn_idle(c))
+            break;
+        if (input_waiting(c))
+            arm(c, TIMER_IDLE, INPUT_WAIT_MS); /* read in this loop turn */
+        else
             cr_conn_close(c);
         break;
     case TIMER_LINGER:
@@ -394,6 +429,18 @@ static int p_headers(void *ud)
     return 0;
 }
 
+/* A declared chunk that cannot fit is refused now: waiting for its bytes
+ * would only end in the request timeout. */
+static int p_chunk(void *ud, uint64_t size)
+{
+    struct cr_conn *c = ud;
+    if (c->cur && size > c->srv->cfg.max_body - c->cur->body_len) {
+        cr_conn_fail(c, 413, "request body too large");
+        return -1;
+    }
+    return 0;
+}
+
 static int p_body(void *ud, const char *at, size_t len)
 {
     struct cr_conn *c = ud;
@@ -550,8 +597,6 @@ int cr_server_listen(struct cr_server *srv, const char *host, int port, int back
 
 /* ---- drain ---- */
 
-#define DRAIN_FRESH_GRACE_MS 1000
-
 static void listener_closed(uv_handle_t *h)
 {
     struct cr_server *srv = h->data;
@@ -593,18 +638,15 @@ void cr_server_drain(struct cr_server *srv, void (*done)(void *ud), void *ud)
         srv->listener.data = srv;
         uv_close((uv_handle_t *)&srv->listener, listener_closed);
     }
-    for (struct cr_conn *c = srv->conns, *n; c; c = n) {
-        n = c->next;
-        if (c->state != CONN_OPEN || !conn_idle(c))
-            continue; /* in flight, or a request half read (its timers bound it) */
-        if (c->served)
-            cr_conn_close(c); /* an idle keep-alive: the client retries elsewhere */
-        else
-            /* Accepted but nothing read yet: its first request is most
-             * likely on the wire. Closing now would turn a graceful drain
-             * into an empty reply; give it a moment to arrive. */
-            arm(c, TIMER_IDLE, DRAIN_FRESH_GRACE_MS);
-    }
+    /* An idle connection, fresh or kept alive, may have a request on the
+     * wire (or already in the socket, unread while the loop was busy):
+     * closing it now would answer that request with a reset. Each gets the
+     * grace; a request arriving within it is answered with Connection:
+     * close, at a request boundary. In-flight requests and half-read ones
+     * (bounded by their own timers) end the same way when answered. */
+    for (struct cr_conn *c = srv->conns; c; c = c->next)
+        if (c->state == CONN_OPEN && conn_idle(c))
+            arm(c, TIMER_IDLE, idle_ms(srv));
     cr_server_check_drained(srv);
 }
 

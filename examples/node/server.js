@@ -9,12 +9,15 @@
 
 const fs = require('node:fs');
 const http = require('node:http');
+const net = require('node:net');
 const v8 = require('node:v8');
 const { performance, monitorEventLoopDelay } = require('node:perf_hooks');
 const { App, envInt } = require('./app.js');
 
 const LISTEN_FD = 3;
 const MAX_MESSAGE = 4096;
+// Far longer than a request's flight, far shorter than the drain bound.
+const DRAIN_IDLE_GRACE_MS = 1000;
 
 // Writes one protocol message. The write is blocking and made from the loop
 // on purpose: a blocked loop then falls silent and corrald notices. A closed
@@ -105,10 +108,20 @@ class Reporter {
   }
 }
 
+// corrald (like systemd) passes WATCHDOG_USEC and flags a worker blocked
+// after that much silence: report at least four times per period, or timer
+// jitter alone makes the worker flap blocked/unblocked.
+function reportIntervalMs() {
+  const ms = envInt('CORRAL_REPORT_INTERVAL_MS', 1000, 10, 600000);
+  const usec = Number(process.env.WATCHDOG_USEC || 0);
+  if (!Number.isFinite(usec) || usec <= 0) return ms;
+  return Math.max(1, Math.min(ms, Math.floor(usec / 4000)));
+}
+
 function main() {
   const app = new App();
   const notifier = new Notifier(notifyFd());
-  const reporter = new Reporter(notifier, app, envInt('CORRAL_REPORT_INTERVAL_MS', 1000, 10, 600000));
+  const reporter = new Reporter(notifier, app, reportIntervalMs());
   const drainMs = envInt('CORRAL_DRAIN_TIMEOUT_MS', 8000, 0, 3600000);
   app.openDataFile();
 
@@ -124,15 +137,23 @@ function main() {
     process.exit(code);
   };
 
-  // Drain: stop accepting, close idle keep-alive sockets, let in-flight
-  // requests finish (their connections close after the response), and exit
-  // 0 once the last one is gone. Past the bound, cut them and exit 1.
+  // Drain: stop accepting, let in-flight requests finish (their connections
+  // close after the response), and exit 0 once the last one is gone. Past
+  // the bound, cut them and exit 1.
+  //
+  // An idle keep-alive socket is not closed at once: the client may have
+  // sent its next request already, and closing under it answers that
+  // request with a reset. http.Server#close() closes idle connections
+  // immediately (Node >= 19), so only the listener is closed here
+  // (net.Server#close); every request from now on is answered with
+  // Connection: close, and only sockets that stayed silent for the whole
+  // grace are closed, when nothing can be on its way any more.
   const drain = (sig) => {
     if (app.draining) return;
     app.startDrain();
     notifier.send({ STOPPING: 1 });
-    server.close(() => finish(0));
-    server.closeIdleConnections();
+    net.Server.prototype.close.call(server, () => finish(0));
+    setTimeout(() => server.closeIdleConnections(), DRAIN_IDLE_GRACE_MS).unref();
     setTimeout(() => {
       process.stderr.write(`${sig}: drain timeout, ${app.inflight} request(s) cut\n`);
       server.closeAllConnections();

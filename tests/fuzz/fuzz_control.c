@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "control_cmd.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
@@ -85,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > CR_CONTROL_MAX_LINE)
         return 0; /* the transport refuses longer lines before parsing */
     bool sub = true;
-    cJSON *res = cr_control_handle(&sup, (const char *)data, size, &sub);
+    cJSON *res = cr_control_handle(&cr_control_core_ops, &sup, (const char *)data, size, &sub);
     check_response(res);
     if (sub)
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")));

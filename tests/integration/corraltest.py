@@ -21,7 +21,8 @@ import time
 CORRALD = os.environ.get("CORRALD", "")
 WORKER = os.environ.get("CORRAL_WORKER_BIN", "")
 SKIP = 77
-MEMCG = "/sys/fs/cgroup/memory"
+CGROOT = "/sys/fs/cgroup"
+MEMCG_V1 = CGROOT + "/memory"
 
 
 class Skip(Exception):
@@ -32,14 +33,33 @@ def skip(why):
     raise Skip(why)
 
 
-def need_root_v1():
-    """The tests that need real cgroups run as root where the memory
-    controller is on v1 (this machine); on a v2 host the VM test covers
-    them."""
+def memcg_layout():
+    """Where the memory controller is: "v1" (its own hierarchy, this
+    machine), "v2" (the unified hierarchy, e.g. the VM guest) or None."""
+    if os.path.exists(os.path.join(MEMCG_V1, "memory.limit_in_bytes")):
+        return "v1"
+    try:
+        with open(os.path.join(CGROOT, "cgroup.subtree_control")) as f:
+            if "memory" in f.read().split():
+                return "v2"
+    except OSError:
+        pass
+    return None
+
+
+def have_memcg():
+    """True when this test may make memory cgroups: root and a memory
+    controller, on v1 or v2."""
+    return os.geteuid() == 0 and memcg_layout() is not None
+
+
+def need_memcg():
+    """The tests that need real memory cgroups run as root, with the memory
+    controller on cgroup v1 (this machine) or v2 (the VM guest)."""
     if os.geteuid() != 0:
         skip("needs root")
-    if not os.path.exists(os.path.join(MEMCG, "memory.limit_in_bytes")):
-        skip("needs the cgroup v1 memory controller")
+    if memcg_layout() is None:
+        skip("needs the memory controller (cgroup v1, or v2 enabled at the root)")
 
 
 def wait_for(pred, timeout, interval=0.02, what="condition"):
@@ -54,14 +74,17 @@ def wait_for(pred, timeout, interval=0.02, what="condition"):
 
 
 class TestCgroup:
-    """A memory cgroup at the root of the v1 hierarchy, removed on close
-    (killing only processes that are still in it, which this test put
-    there)."""
+    """A memory cgroup at the root of the hierarchy that holds the memory
+    controller (v1 or v2), removed on close (killing only processes that
+    are still in it, which this test put there). The file names differ
+    between v1 and v2; limit(), oom_kills() and procs_file hide that."""
 
     def __init__(self, name):
+        self.layout = memcg_layout()
         self.rel = f"/corral-test-{os.getpid()}-{name}"
-        self.path = MEMCG + self.rel
+        self.path = (MEMCG_V1 if self.layout == "v1" else CGROOT) + self.rel
         os.makedirs(self.path, exist_ok=True)
+        self.procs_file = os.path.join(self.path, "cgroup.procs")
 
     def set(self, key, value):
         with open(os.path.join(self.path, key), "w") as f:
@@ -70,6 +93,20 @@ class TestCgroup:
     def get(self, key):
         with open(os.path.join(self.path, key)) as f:
             return f.read()
+
+    def limit(self, nbytes):
+        """The hard memory limit: v1 memory.limit_in_bytes, v2 memory.max."""
+        self.set("memory.limit_in_bytes" if self.layout == "v1" else "memory.max", nbytes)
+
+    def oom_kills(self):
+        """OOM kills charged to this group (and, on v2, its descendants):
+        v1 memory.oom_control, v2 memory.events."""
+        text = self.get("memory.oom_control" if self.layout == "v1" else "memory.events")
+        for line in text.splitlines():
+            k, _, v = line.partition(" ")
+            if k == "oom_kill":
+                return int(v)
+        return 0
 
     def remove(self):
         for _ in range(200):

@@ -1,5 +1,6 @@
 /* Unit tests of corral-worker's pure modules: loop-delay histogram, flag
- * parsing, heap accounting, the HTTP parser wrapper, the buffer pool. */
+ * parsing, heap accounting, the buffer pool (the HTTP parser wrapper is
+ * common/, tested in tests/unit/common). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +13,6 @@
 
 #include "bufpool.h"
 #include "heap.h"
-#include "http_parse.h"
 #include "loopmon.h"
 #include "options.h"
 
@@ -46,25 +46,58 @@ static void hist_quantiles(void **state)
     assert_int_equal(cr_hist_quantile(&h, 1.0), UINT64_MAX / 2);
 }
 
+static int parse(struct cr_wopts *o, char **argv);
+
+/* The grammar itself is tested in tests/unit/common; here, that the worker
+ * uses it with its ranges, and that --help states every range. */
 static void options_sizes(void **state)
 {
-    size_t v;
-    uint64_t ms;
-    assert_int_equal(cr_wopts_parse_size("64K", &v), 0);
-    assert_int_equal(v, 64 << 10);
-    assert_int_equal(cr_wopts_parse_size("256M", &v), 0);
-    assert_int_equal(v, 256u << 20);
-    assert_int_equal(cr_wopts_parse_size("2GiB", &v), 0);
-    assert_int_equal(v, (size_t)2 << 30);
-    assert_int_equal(cr_wopts_parse_size("12X", &v), -EINVAL);
-    assert_int_equal(cr_wopts_parse_size("-1", &v), -EINVAL);
-    assert_int_equal(cr_wopts_parse_size("", &v), -EINVAL);
-    assert_int_equal(cr_wopts_parse_size("99999999999999999999G", &v), -EINVAL);
-    assert_int_equal(cr_wopts_parse_ms("10s", &ms), 0);
-    assert_int_equal(ms, 10000);
-    assert_int_equal(cr_wopts_parse_ms("250ms", &ms), 0);
-    assert_int_equal(ms, 250);
-    assert_int_equal(cr_wopts_parse_ms("3m", &ms), -EINVAL);
+    struct cr_wopts o;
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "64K", "--file-size", "2GiB",
+                                          "--report-interval", "10s", "--drain-timeout", "250ms",
+                                          NULL}),
+                     0);
+    assert_int_equal(o.max_body, 64 << 10);
+    assert_int_equal(o.file_size, (uint64_t)2 << 30);
+    assert_int_equal(o.report_interval_ms, 10000);
+    assert_int_equal(o.drain_timeout_ms, 250);
+    assert_int_equal(parse(&o, (char *[]){"w", "--keepalive-timeout", "3m", NULL}), 0);
+    assert_int_equal(o.keepalive_timeout_ms, 180000);
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "12X", NULL}), -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "-1", NULL}), -EINVAL);
+    /* strtoull would read " -1" as 2^64 - 1: "unlimited" by accident. */
+    assert_int_equal(parse(&o, (char *[]){"w", "--exec-queue", " -1", NULL}), -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "", NULL}), -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "1.5M", NULL}), -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--max-body", "99999999999999999999G", NULL}),
+                     -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--exec-concurrency", "5000", NULL}), -EINVAL);
+    assert_int_equal(parse(&o, (char *[]){"w", "--report-interval", "0", NULL}), -EINVAL);
+}
+
+static void options_messages(void **state)
+{
+    struct cr_wopts o;
+    char err[200];
+    char *argv[] = {"w", "--exec-concurrency", "5000", NULL};
+    assert_int_equal(cr_wopts_parse(&o, 3, argv, 4, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "--exec-concurrency: '5000' is out of range (0 to 4096)");
+    char *argv2[] = {"w", "--heap-limit", "12X", NULL};
+    assert_int_equal(cr_wopts_parse(&o, 3, argv2, 4, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "--heap-limit: '12X' is not a size"));
+    /* --help states each numeric option's range, as the table has it. */
+    char range[80];
+    const char *name;
+    size_t i;
+    for (i = 0; cr_wopts_range_text(i, &name, range, sizeof(range)) == 0; i++) {
+        const char *line = strstr(cr_wopts_usage, name);
+        assert_non_null(line);
+        const char *next = strstr(line, "\n  --");
+        const char *hit = strstr(line, range);
+        if (!hit || (next && hit > next))
+            fail_msg("--help does not state --%s's range %s", name, range);
+    }
+    assert_true(i >= 12);
 }
 
 static int parse(struct cr_wopts *o, char **argv)
@@ -150,95 +183,6 @@ static void heap_accounting(void **state)
     assert_int_equal(st.total, 0);
 }
 
-struct rec {
-    int begins, completes;
-    char url[256];
-    char body[256];
-    size_t body_len;
-    int pause_after;
-    struct cr_http_parse *p;
-};
-
-static int r_begin(void *ud)
-{
-    ((struct rec *)ud)->begins++;
-    return 0;
-}
-static int r_url(void *ud, const char *at, size_t len)
-{
-    struct rec *r = ud;
-    strncat(r->url, at, len < sizeof(r->url) - strlen(r->url) - 1 ? len : 0);
-    return 0;
-}
-static int r_hv(void *ud, const char *at, size_t len)
-{
-    return 0;
-}
-static int r_headers(void *ud)
-{
-    return 0;
-}
-static int r_body(void *ud, const char *at, size_t len)
-{
-    struct rec *r = ud;
-    memcpy(r->body + r->body_len, at, len);
-    r->body_len += len;
-    return 0;
-}
-static int r_complete(void *ud)
-{
-    struct rec *r = ud;
-    if (++r->completes == r->pause_after)
-        cr_http_parse_pause(r->p);
-    return 0;
-}
-
-static const struct cr_http_parse_cbs rcbs = {r_begin,   r_url,  r_hv,      r_hv,
-                                              r_headers, r_body, r_complete};
-
-static void http_wrapper(void **state)
-{
-    struct rec r = {.pause_after = 1};
-    r.p = cr_http_parse_new(&rcbs, &r);
-    const char in[] =
-        "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
-        "POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-    size_t used;
-    assert_int_equal(cr_http_parse_feed(r.p, in, sizeof(in) - 1, &used), -EAGAIN);
-    assert_int_equal(r.completes, 1);
-    assert_string_equal(cr_http_parse_method(r.p), "GET");
-    assert_true(cr_http_parse_keep_alive(r.p));
-    cr_http_parse_resume(r.p);
-    size_t used2;
-    assert_int_equal(cr_http_parse_feed(r.p, in + used, sizeof(in) - 1 - used, &used2), 0);
-    assert_int_equal(used + used2, sizeof(in) - 1);
-    assert_int_equal(r.completes, 2);
-    assert_string_equal(r.url, "/a/b");
-    assert_int_equal(r.body_len, 5);
-    assert_memory_equal(r.body, "abcde", 5);
-    assert_true(cr_http_parse_chunked(r.p));
-    cr_http_parse_free(r.p);
-
-    struct rec bad = {0};
-    bad.p = cr_http_parse_new(&rcbs, &bad);
-    assert_int_equal(cr_http_parse_feed(bad.p, "\x16\x03garbage\r\n\r\n", 13, &used), -EBADMSG);
-    assert_non_null(cr_http_parse_error(bad.p));
-    cr_http_parse_free(bad.p);
-
-    struct rec cut = {0};
-    uint64_t cl;
-    cut.p = cr_http_parse_new(&rcbs, &cut);
-    const char part[] = "POST /c HTTP/1.0\r\nContent-Length: 10\r\n\r\n";
-    assert_int_equal(cr_http_parse_feed(cut.p, part, sizeof(part) - 1, &used), 0);
-    assert_int_equal(cr_http_parse_content_length(cut.p, &cl), 0);
-    assert_int_equal(cl, 10);
-    assert_int_equal(cr_http_parse_feed(cut.p, "abc", 3, &used), 0);
-    assert_false(cr_http_parse_keep_alive(cut.p));
-    assert_int_equal(cr_http_parse_version(cut.p), 10);
-    assert_int_equal(cr_http_parse_finish(cut.p), -EBADMSG);
-    cr_http_parse_free(cut.p);
-}
-
 static void bufpool_reuse(void **state)
 {
     struct cr_bufpool bp;
@@ -259,8 +203,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hist_quantiles), cmocka_unit_test(options_sizes),
+        cmocka_unit_test(options_messages),
         cmocka_unit_test(options_flags),  cmocka_unit_test(heap_accounting),
-        cmocka_unit_test(http_wrapper),   cmocka_unit_test(bufpool_reuse),
+        cmocka_unit_test(bufpool_reuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

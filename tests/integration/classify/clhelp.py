@@ -21,14 +21,33 @@ signal.signal(signal.SIGTERM, _terminated)
 
 @contextlib.contextmanager
 def corral_cgroup(name):
-    """A fresh /corral-test-<pid>-<name> memory cgroup for one test, removed
-    (with anything still in it) also when the test fails."""
-    ct.need_root_v1()
+    """A fresh /corral-test-<pid>-<name> memory cgroup (v1 or v2) for one
+    test, removed (with anything still in it) also when the test fails."""
+    ct.need_memcg()
     cg = ct.TestCgroup(name)
     try:
         yield cg
     finally:
         cg.remove()
+
+
+@contextlib.contextmanager
+def optional_cgroup(name):
+    """For a test that needs no memory limit, so that it runs wherever
+    users run corrald: a test cgroup where one can be made (root and a
+    memory controller), else None, and corrald runs with --no-cgroups.
+    CORRAL_TEST_CGROUPS=0 forces None, so that the unprivileged path is
+    run on this machine too (the *-nocg meson cases)."""
+    if os.environ.get("CORRAL_TEST_CGROUPS") == "0" or not ct.have_memcg():
+        yield None
+        return
+    with corral_cgroup(name) as cg:
+        yield cg
+
+
+def rel(cg):
+    """corrald's cgroups= argument for optional_cgroup()'s result."""
+    return cg.rel if cg else None
 
 
 @contextlib.contextmanager

@@ -79,8 +79,8 @@ def test_heap_limit():
 
 def test_abort():
     """SIGABRT from outside, no heap evidence: a plain abort."""
-    with h.corral_cgroup("abort") as cg, \
-            h.corrald(workers=1, cgroups=cg.rel, name="abort") as c:
+    with h.optional_cgroup("abort") as cg, \
+            h.corrald(workers=1, cgroups=h.rel(cg), name="abort") as c:
         victim = c.live_pids()[0]
         os.kill(victim, signal.SIGABRT)
         d = h.one_death(c, "abort")
@@ -93,8 +93,8 @@ def test_ancestor():
     limited to 128 MB: two growing workers exhaust the enclosing group first,
     and the kill is charged to it, not to the worker's own limit."""
     with h.corral_cgroup("anc") as cg:
-        cg.set("memory.limit_in_bytes", 160 << 20)
-        procs = os.path.join(cg.path, "cgroup.procs")
+        cg.limit(160 << 20)
+        procs = cg.procs_file
 
         def enter():
             with open(procs, "w") as f:
@@ -150,8 +150,8 @@ def test_segv_core():
     # signal through, as for a production build.
     env = {k: (os.environ.get(k, "") + ":handle_segv=0").lstrip(":")
            for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")}
-    with h.corral_cgroup("segv") as cg, \
-            h.corrald(workers=1, cgroups=cg.rel, preexec=core_on, env=env, name="segv") as c:
+    with h.optional_cgroup("segv") as cg, \
+            h.corrald(workers=1, cgroups=h.rel(cg), preexec=core_on, env=env, name="segv") as c:
         victim = c.live_pids()[0]
         limit = _core_limit(victim)
         os.kill(victim, signal.SIGSEGV)
@@ -173,8 +173,8 @@ def test_segv_core():
 
 def test_watchdog_kill():
     """A blocked loop with cgroups on: flagged, killed, `watchdog-kill`."""
-    with h.corral_cgroup("hang") as cg, \
-            h.corrald("--watchdog", "1", "--hang-timeout", "2", workers=1, cgroups=cg.rel,
+    with h.optional_cgroup("hang") as cg, \
+            h.corrald("--watchdog", "1", "--hang-timeout", "2", workers=1, cgroups=h.rel(cg),
                       command=[ct.WORKER, "--report-interval", "250"], name="hang") as c:
         victim = c.live_pids()[0]
         threading.Thread(target=lambda: _try(c, "/heavy?ms=5000"),
@@ -187,8 +187,8 @@ def test_watchdog_kill():
 
 def test_stop_timeout():
     """A drain that outlives --stop-timeout: SIGKILL and `stop-timeout`."""
-    with h.corral_cgroup("stopto") as cg, \
-            h.corrald("--stop-timeout", "1", workers=1, cgroups=cg.rel, name="stopto") as c:
+    with h.optional_cgroup("stopto") as cg, \
+            h.corrald("--stop-timeout", "1", workers=1, cgroups=h.rel(cg), name="stopto") as c:
         victim = c.live_pids()[0]
         res = {}
         t = threading.Thread(target=lambda: res.setdefault("r", _try(c, "/slow?ms=5000")),

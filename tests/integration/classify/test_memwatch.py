@@ -152,8 +152,8 @@ def test_coordinated():
 def test_max_requests():
     """--max-requests 50: recycled after about 50 requests, no request
     fails."""
-    with h.corral_cgroup("maxreq") as cg, \
-            h.corrald("--max-requests", "50", workers=1, cgroups=cg.rel,
+    with h.optional_cgroup("maxreq") as cg, \
+            h.corrald("--max-requests", "50", workers=1, cgroups=h.rel(cg),
                       command=[ct.WORKER, "--report-interval", "250"], name="maxreq") as c:
         victim = c.live_pids()[0]
         load = ct.Load(c, interval=0.02, max_seconds=20)
@@ -173,8 +173,8 @@ def test_max_requests():
 
 def test_max_lifetime():
     """--max-lifetime 2: recycled after 2 s of uptime."""
-    with h.corral_cgroup("maxlife") as cg, \
-            h.corrald("--max-lifetime", "2", workers=1, cgroups=cg.rel, name="maxlife") as c:
+    with h.optional_cgroup("maxlife") as cg, \
+            h.corrald("--max-lifetime", "2", workers=1, cgroups=h.rel(cg), name="maxlife") as c:
         victim = c.live_pids()[0]
         d = c.wait_death("recycled", timeout=8)[0]
         assert d["pid"] == victim and "max lifetime" in d["reason"], d

@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -87,6 +89,43 @@ static void test_bad_flags(void **state)
     bad((char *[]){"corrald", "stray", NULL}, "stray");
     bad((char *[]){"corrald", "--watchdog", "10", "--hang-timeout", "5", NULL}, "hang-timeout");
     bad((char *[]){"corrald", "--log-level", "loud", NULL}, "loud");
+    /* One grammar: whole numbers only, no sign, blank, fraction or hex. */
+    bad((char *[]){"corrald", "--memory-max", "1.5G", NULL}, "'1.5G' is not a size");
+    bad((char *[]){"corrald", "--memory-max", "0x10M", NULL}, "'0x10M' is not a size");
+    bad((char *[]){"corrald", "--memory-max", " 64M", NULL}, "is not a size");
+    bad((char *[]){"corrald", "--stop-timeout", "1.5s", NULL}, "'1.5s' is not a duration");
+    bad((char *[]){"corrald", "--max-requests", " -1", NULL}, "not a whole number");
+}
+
+/* Issue 13 finding 7: a value the daemon would not honour is refused, and
+ * the message gives the range. */
+static void test_ranges(void **state)
+{
+    bad((char *[]){"corrald", "--crash-budget", "1000", NULL},
+        "--crash-budget: '1000' is out of range (1 to 64)");
+    bad((char *[]){"corrald", "--crash-budget", "0", NULL}, "out of range (1 to 64)");
+    bad((char *[]){"corrald", "--history", "100000", NULL},
+        "--history: '100000' is out of range (1 to 65536)");
+    bad((char *[]){"corrald", "--sample-interval", "5", NULL}, "out of range (10ms to 720h)");
+    bad((char *[]){"corrald", "--memory-max", "2048T", NULL}, "out of range (0 to 1024T)");
+    bad((char *[]){"corrald", "--workers", "5000", NULL}, "out of range (0 to 4096)");
+
+    struct cr_config c;
+    char err[256] = "";
+    cr_config_init(&c);
+    assert_int_equal(parse(&c, (char *[]){"corrald", "--crash-budget", "64", "--history",
+                                          "65536", NULL}, err),
+                     0);
+    assert_int_equal(c.crash_budget, 64);
+    assert_int_equal(c.history, 65536);
+    /* `set` goes through the same table: status can never show a budget
+     * the restart policy would cap. */
+    assert_true(cr_config_set(&c, "crash-budget", "1000", true, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "(1 to 64)"));
+    assert_int_equal(c.crash_budget, 64);
+    assert_true(cr_config_parse_json(&c, "{\"history\": 100000}", err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "(1 to 65536)"));
+    cr_config_done(&c);
 }
 
 static void test_help(void **state)
@@ -98,6 +137,41 @@ static void test_help(void **state)
     assert_int_equal(cr_config_parse_args(&c, 2, argv, &action, err, sizeof(err)), 1);
     assert_int_equal(action, 'h');
     cr_config_done(&c);
+
+    /* Every numeric option states its range. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    cr_config_usage(f, "corrald");
+    fclose(f);
+    static const char *const want[] = {
+        "--crash-budget N", "(range 1 to 64)", "--history N", "(range 1 to 65536)",
+        "--memory-max SIZE", "(range 0 to 1024T)", "--stop-timeout SEC", "(range 1ms to 720h)",
+        "--workers N", "(range 0 to 4096)", "--max-requests N", "(range 0 to 1000000000000000)",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i += 2) {
+        const char *line = strstr(text, want[i]);
+        assert_non_null(line);
+        const char *eol = strchr(line, '\n');
+        const char *hit = strstr(line, want[i + 1]);
+        if (!hit || hit > eol)
+            fail_msg("--help line of %s lacks %s", want[i], want[i + 1]);
+    }
+    size_t lines = 0, ranged = 0;
+    for (const char *p = text; (p = strstr(p, "\n  ")); p++) {
+        const char *eol = strchr(p + 1, '\n');
+        const char *arg = strstr(p, " N ");
+        lines++;
+        if (strstr(p, "(range ") && strstr(p, "(range ") < eol)
+            ranged++;
+        else if ((arg && arg < eol) || (strstr(p, "SIZE ") && strstr(p, "SIZE ") < eol) ||
+                 (strstr(p, "SEC ") && strstr(p, "SEC ") < eol) ||
+                 (strstr(p, " MS ") && strstr(p, " MS ") < eol))
+            fail_msg("a numeric option without a range: %.*s", (int)(eol - p - 1), p + 1);
+    }
+    assert_true(ranged >= 25);
+    free(text);
 }
 
 static void test_json(void **state)
@@ -182,8 +256,8 @@ static void test_values(void **state)
     assert_int_equal(v, 4096);
     assert_int_equal(cr_parse_size("64M", &v), 0);
     assert_int_equal(v, 64u << 20);
-    assert_int_equal(cr_parse_size("1.5G", &v), 0);
-    assert_int_equal(v, 3ull << 29);
+    assert_true(cr_parse_size("1.5G", &v) < 0);
+    assert_true(cr_parse_size("0x10M", &v) < 0);
     assert_int_equal(cr_parse_size("2KiB", &v), 0);
     assert_int_equal(v, 2048);
     assert_true(cr_parse_size("", &v) < 0);
@@ -194,8 +268,7 @@ static void test_values(void **state)
     assert_int_equal(v, 10000);
     assert_int_equal(cr_parse_duration_ms("250ms", &v), 0);
     assert_int_equal(v, 250);
-    assert_int_equal(cr_parse_duration_ms("1.5s", &v), 0);
-    assert_int_equal(v, 1500);
+    assert_true(cr_parse_duration_ms("1.5s", &v) < 0);
     assert_int_equal(cr_parse_duration_ms("2m", &v), 0);
     assert_int_equal(v, 120000);
     assert_true(cr_parse_duration_ms("2 weeks", &v) < 0);
@@ -209,6 +282,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_flags),
         cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_help),
+        cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
     };

@@ -1,5 +1,6 @@
-/* The only file that includes a parser library header: http-parser 2.x on
- * Debian 12, llhttp where CR_HTTP_LLHTTP=1. Both share the callback shape;
+/* The only file that includes a parser library header (for the worker and
+ * corrald's metrics listener alike): http-parser 2.x on Debian 12, llhttp
+ * where CR_HTTP_LLHTTP=1. Both share the callback shape;
  * the differences are in pausing, error positions and EOF handling. */
 #include "http_parse.h"
 
@@ -36,43 +37,49 @@ struct cr_http_parse {
 static int begin_cb(parser_t *hp)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_begin ? (p->cbs->on_begin(p->ud) ? -1 : 0) : 0;
+    return p->cbs->on_begin && p->cbs->on_begin(p->ud) ? -1 : 0;
 }
 
 static int url_cb(parser_t *hp, const char *at, size_t len)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_url(p->ud, at, len) ? -1 : 0;
+    return p->cbs->on_url && p->cbs->on_url(p->ud, at, len) ? -1 : 0;
 }
 
 static int field_cb(parser_t *hp, const char *at, size_t len)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_header_field(p->ud, at, len) ? -1 : 0;
+    return p->cbs->on_header_field && p->cbs->on_header_field(p->ud, at, len) ? -1 : 0;
 }
 
 static int value_cb(parser_t *hp, const char *at, size_t len)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_header_value(p->ud, at, len) ? -1 : 0;
+    return p->cbs->on_header_value && p->cbs->on_header_value(p->ud, at, len) ? -1 : 0;
 }
 
 static int headers_cb(parser_t *hp)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_headers_complete(p->ud) ? -1 : 0;
+    return p->cbs->on_headers_complete && p->cbs->on_headers_complete(p->ud) ? -1 : 0;
+}
+
+static int chunk_cb(parser_t *hp)
+{
+    struct cr_http_parse *p = SELF(hp);
+    return p->cbs->on_chunk_header(p->ud, p->parser.content_length) ? -1 : 0;
 }
 
 static int body_cb(parser_t *hp, const char *at, size_t len)
 {
     struct cr_http_parse *p = SELF(hp);
-    return p->cbs->on_body(p->ud, at, len) ? -1 : 0;
+    return p->cbs->on_body && p->cbs->on_body(p->ud, at, len) ? -1 : 0;
 }
 
 static int complete_cb(parser_t *hp)
 {
     struct cr_http_parse *p = SELF(hp);
-    int r = p->cbs->on_complete(p->ud) ? -1 : 0;
+    int r = p->cbs->on_complete && p->cbs->on_complete(p->ud) ? -1 : 0;
 #if CR_HTTP_LLHTTP
     /* llhttp pauses by the callback's return value, not by a flag. */
     if (r == 0 && p->want_pause) {
@@ -99,6 +106,8 @@ struct cr_http_parse *cr_http_parse_new(const struct cr_http_parse_cbs *cbs, voi
     p->settings.on_header_value = value_cb;
     p->settings.on_headers_complete = headers_cb;
     p->settings.on_body = body_cb;
+    if (cbs->on_chunk_header)
+        p->settings.on_chunk_header = chunk_cb;
     p->settings.on_message_complete = complete_cb;
 #if CR_HTTP_LLHTTP
     llhttp_init(&p->parser, HTTP_REQUEST, &p->settings);

@@ -1,9 +1,10 @@
-/* HTTP/1.1 request parsing: the one place that knows the parser library.
+/* HTTP/1.1 request parsing: the one place that knows the parser library,
+ * shared by the worker and corrald's metrics listener.
  *
  * Wraps Node's classic http-parser (Debian 12) or llhttp (CR_HTTP_LLHTTP=1)
- * behind one callback shape, so the rest of the worker never includes a
- * parser header. Callbacks return 0 to continue, non-zero to stop parsing
- * with an error (the caller already knows why). */
+ * behind one callback shape, so no other file includes a parser header.
+ * Callbacks return 0 to continue, non-zero to stop parsing with an error
+ * (the caller already knows why); a NULL callback means "go on". */
 #pragma once
 
 #include <stdbool.h>
@@ -20,6 +21,8 @@ struct cr_http_parse_cbs {
     int (*on_headers_complete)(void *ud);
     int (*on_body)(void *ud, const char *at, size_t len);
     int (*on_complete)(void *ud);
+    /* Optional: a chunk's declared size, before its data arrives. */
+    int (*on_chunk_header)(void *ud, uint64_t size);
 };
 
 /* Allocates a request parser. Returns NULL on allocation failure. The

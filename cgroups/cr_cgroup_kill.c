@@ -1,0 +1,241 @@
+/* cr_cgroup: the processes of a group, and killing all of them.
+ *
+ * A worker's death, a stop and a reload must leave nothing of the worker
+ * behind: PR_SET_PDEATHSIG covers the direct child only, so a worker's
+ * children (`sh -c 'sleep 600 & exec worker'`) would keep the listening
+ * socket and the group. The group is the one complete list of what a worker
+ * started, so it is what gets killed. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cr_cgroup_internal.h"
+
+#define PROCS_TEXT_MAX (256 * 1024) /* ~36,000 pids: more than any worker group has */
+#define KILL_ROUNDS 64
+
+int cr_cgroup_parse_procs(const char *text, pid_t *pids, size_t cap, size_t *ret_n)
+{
+    size_t n = 0;
+    const char *p = text;
+    if (!text || !ret_n)
+        return -EINVAL;
+    while (*p) {
+        char *end;
+        long v;
+        if (*p == '\n') {
+            p++;
+            continue;
+        }
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (end == p || errno || v <= 0 || v > INT32_MAX || (*end != '\n' && *end != '\0'))
+            return -EINVAL;
+        if (n == cap)
+            return -ENOBUFS;
+        pids[n++] = (pid_t)v;
+        p = end;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+int cr_cgroup_read_procs(struct cr_cgroup *cg, pid_t **ret, size_t *ret_n)
+{
+    char *text;
+    pid_t *pids;
+    size_t n = 0;
+    int r;
+    if (!cg || !ret || !ret_n)
+        return -EINVAL;
+    text = malloc(PROCS_TEXT_MAX);
+    /* A pid takes at least two bytes of the text ("1\n"). */
+    pids = malloc(sizeof *pids * (PROCS_TEXT_MAX / 2));
+    if (!text || !pids) {
+        free(text);
+        free(pids);
+        return -ENOMEM;
+    }
+    r = cr_cgroup_read_file(cg->path, "cgroup.procs", text, PROCS_TEXT_MAX);
+    if (r >= 0)
+        r = cr_cgroup_parse_procs(text, pids, PROCS_TEXT_MAX / 2, &n);
+    free(text);
+    if (r < 0) {
+        free(pids);
+        return r;
+    }
+    *ret = pids;
+    *ret_n = n;
+    return 0;
+}
+
+int cr_cgroup_count_procs(struct cr_cgroup *cg, size_t *ret_n)
+{
+    pid_t *pids = NULL;
+    size_t n = 0;
+    int r = cr_cgroup_read_procs(cg, &pids, &n);
+    free(pids);
+    if (r >= 0 && ret_n)
+        *ret_n = n;
+    return r;
+}
+
+/* True when pid's memory cgroup is still cg: a pid read from cgroup.procs
+ * may have exited and been reused by the time it is signalled. Checked
+ * after the pidfd is open, so the pidfd names the process that was checked. */
+static bool still_member(const struct cr_cgroup *cg, pid_t pid)
+{
+    char *rel = NULL;
+    bool same = cr_cgroup_of_pid(pid, &rel) == 0 && strcmp(rel, cg->rel) == 0;
+    free(rel);
+    return same;
+}
+
+/* 1 when the process was signalled, 0 when it was already gone or had
+ * left the group, -errno otherwise. */
+static int kill_member(const struct cr_cgroup *cg, pid_t pid, int sig)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int r = 0;
+    if (fd < 0) {
+        if (errno == ESRCH)
+            return 0;
+        if (errno != ENOSYS)
+            return -errno;
+        /* Kernels before 5.3 (and valgrind): plain kill, with the
+         * membership check narrowing the reuse window. */
+        if (!still_member(cg, pid))
+            return 0;
+        return kill(pid, sig) == 0 ? 1 : errno == ESRCH ? 0 : -errno;
+    }
+    if (still_member(cg, pid))
+        r = syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0 ? 1 : errno == ESRCH ? 0 : -errno;
+    close(fd);
+    return r;
+}
+
+static bool seen(const pid_t *done, size_t ndone, pid_t pid)
+{
+    for (size_t i = 0; i < ndone; i++)
+        if (done[i] == pid)
+            return true;
+    return false;
+}
+
+/* Rounds of read-and-signal until a round finds no process it has not
+ * signalled yet: a process forked before its parent got the signal shows
+ * up in the next read. */
+static int kill_rounds(struct cr_cgroup *cg, int sig, unsigned *ret_signalled)
+{
+    pid_t *done = NULL;
+    size_t ndone = 0, cap = 0;
+    int r = 0;
+    for (unsigned round = 0; round < KILL_ROUNDS && r >= 0; round++) {
+        pid_t *pids = NULL;
+        size_t n = 0;
+        bool fresh = false;
+        r = cr_cgroup_read_procs(cg, &pids, &n);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+            if (seen(done, ndone, pids[i]))
+                continue;
+            fresh = true;
+            if (ndone == cap) {
+                size_t ncap = cap ? cap * 2 : 16;
+                pid_t *p = realloc(done, sizeof *p * ncap);
+                if (!p) {
+                    r = -ENOMEM;
+                    break;
+                }
+                done = p;
+                cap = ncap;
+            }
+            done[ndone++] = pids[i];
+            int k = kill_member(cg, pids[i], sig);
+            if (k < 0)
+                r = k;
+            else if (k > 0 && ret_signalled)
+                (*ret_signalled)++;
+        }
+        free(pids);
+        if (!fresh)
+            break;
+    }
+    free(done);
+    return r;
+}
+
+int cr_cgroup_kill(struct cr_cgroup *cg, int sig, unsigned *ret_signalled)
+{
+    unsigned count = 0;
+    int r;
+    if (!cg || sig <= 0)
+        return -EINVAL;
+    if (strcmp(cg->rel, "/") == 0)
+        return -EPERM;
+    /* v2 (5.14+): one write kills every process, including those forked
+     * while the kernel walks the group. Count them first, for the log. */
+    if (sig == SIGKILL && cg->layout == CR_CGROUP_V2 && cr_cgroup_has_file(cg->path, "cgroup.kill")) {
+        size_t n = 0;
+        (void)cr_cgroup_count_procs(cg, &n);
+        r = cr_cgroup_write_file(cg->path, "cgroup.kill", "1");
+        if (r >= 0) {
+            if (ret_signalled)
+                *ret_signalled = (unsigned)n;
+            return 0;
+        }
+    }
+    r = kill_rounds(cg, sig, &count);
+    if (r < 0)
+        return r;
+    if (ret_signalled)
+        *ret_signalled = count;
+    return 0;
+}
+
+int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *ret_killed)
+{
+    unsigned killed = 0;
+    char *dir_path = NULL;
+    struct dirent *de;
+    if (!prefix || !*prefix)
+        return -EINVAL;
+    int r = cr_cgroup_path_of(parent_rel, &dir_path);
+    if (r < 0)
+        return r;
+    DIR *d = opendir(dir_path);
+    free(dir_path);
+    if (!d)
+        return -errno;
+    while (r >= 0 && (de = readdir(d))) {
+        struct cr_cgroup *cg = NULL;
+        char *rel;
+        if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        if (asprintf(&rel, "%s/%s", strcmp(parent_rel, "/") == 0 ? "" : parent_rel, de->d_name) <
+            0) {
+            r = -ENOMEM;
+            break;
+        }
+        r = cr_cgroup_open(rel, false, &cg);
+        free(rel);
+        if (r == -ENOENT) {
+            r = 0;
+            continue;
+        }
+        if (r >= 0) {
+            unsigned n = 0;
+            r = cr_cgroup_kill(cg, SIGKILL, &n);
+            killed += n;
+        }
+        cr_cgroup_free(cg);
+    }
+    closedir(d);
+    if (r >= 0 && ret_killed)
+        *ret_killed = killed;
+    return r < 0 ? r : 0;
+}

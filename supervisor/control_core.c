@@ -1,0 +1,96 @@
+/* The control dispatcher's operations bound to the real supervisor: each
+ * one calls the core's public functions (supervisor.h, history.h) and
+ * nothing else. ctx is the struct cr_supervisor. */
+#include <errno.h>
+
+#include "control.h"
+#include "history.h"
+#include "supervisor.h"
+
+static cJSON *op_status(void *ctx)
+{
+    return cr_status_json(ctx);
+}
+
+static cJSON *op_workers(void *ctx)
+{
+    struct cr_supervisor *sup = ctx;
+    cJSON *ws = cJSON_CreateArray();
+    for (struct cr_worker *w = sup->workers; ws && w; w = w->next)
+        cJSON_AddItemToArray(ws, cr_worker_json(w));
+    return ws;
+}
+
+static int op_worker(void *ctx, int id, cJSON **ret)
+{
+    struct cr_worker *w = cr_supervisor_worker(ctx, id);
+    if (!w)
+        return -ENOENT;
+    *ret = cr_worker_json(w);
+    return 0;
+}
+
+static size_t op_history_len(void *ctx)
+{
+    return cr_history_len(((struct cr_supervisor *)ctx)->history);
+}
+
+static cJSON *op_history(void *ctx, size_t i)
+{
+    const struct cr_postmortem *pm = cr_history_get(((struct cr_supervisor *)ctx)->history, i);
+    return pm ? cr_postmortem_to_json(pm) : NULL;
+}
+
+static int op_scale(void *ctx, unsigned n)
+{
+    return cr_supervisor_scale(ctx, n);
+}
+
+static int op_restart(void *ctx, int id)
+{
+    return cr_supervisor_restart(ctx, id, "restart requested");
+}
+
+static int op_reload(void *ctx)
+{
+    struct cr_supervisor *sup = ctx;
+    if (sup->stopping)
+        return -ESHUTDOWN;
+    cr_supervisor_reload(sup, "control socket");
+    return 0;
+}
+
+static int op_kill(void *ctx, int id, int sig)
+{
+    return cr_supervisor_kill(ctx, id, sig);
+}
+
+static int op_set(void *ctx, const char *key, const char *value, char *err, size_t errlen)
+{
+    return cr_supervisor_set(ctx, key, value, err, errlen);
+}
+
+static char *op_metrics(void *ctx)
+{
+    return cr_metrics_text(ctx);
+}
+
+static void op_stop(void *ctx)
+{
+    cr_supervisor_stop(ctx);
+}
+
+const struct cr_ctl_ops cr_control_core_ops = {
+    .status = op_status,
+    .workers = op_workers,
+    .worker = op_worker,
+    .history_len = op_history_len,
+    .history = op_history,
+    .scale = op_scale,
+    .restart = op_restart,
+    .reload = op_reload,
+    .kill = op_kill,
+    .set = op_set,
+    .metrics = op_metrics,
+    .stop = op_stop,
+};
