@@ -28,8 +28,12 @@ struct cr_supervisor *fuzz_sup_stopping(void)
     sup.finish_timer.data = &sup;
     CHECK(cr_history_new(8, &sup.history) == 0);
     /* One death on record, so `history` renders a post-mortem. */
-    struct cr_postmortem pm = {.worker_id = 1, .pid = 4242, .generation = 1, .exit_code = -1,
-                               .signal = 9, .category = CR_DEATH_OOM_OWN_LIMIT};
+    struct cr_postmortem pm = {.worker_id = 1,
+                               .pid = 4242,
+                               .generation = 1,
+                               .exit_code = -1,
+                               .signal = 9,
+                               .category = CR_DEATH_OOM_OWN_LIMIT};
     cr_postmortem_set_stderr(&pm, "out of memory\n\xff\xfe", 16);
     CHECK(cr_history_push(sup.history, &pm) == 0);
     sup.target = 1;

@@ -33,10 +33,10 @@
 
 static struct cr_supervisor *sup;
 
-static const char *const codes[] = {
-    CR_E_BAD_JSON,  CR_E_BAD_REQUEST, CR_E_UNKNOWN_COMMAND, CR_E_BAD_ARGUMENT,
-    CR_E_NOT_FOUND, CR_E_NO_PROCESS,  CR_E_LINE_TOO_LONG,   CR_E_FORBIDDEN,
-    CR_E_BUSY,      CR_E_SHUTTING_DOWN, CR_E_INTERNAL,      NULL};
+static const char *const codes[] = {CR_E_BAD_JSON,      CR_E_BAD_REQUEST, CR_E_UNKNOWN_COMMAND,
+                                    CR_E_BAD_ARGUMENT,  CR_E_NOT_FOUND,   CR_E_NO_PROCESS,
+                                    CR_E_LINE_TOO_LONG, CR_E_FORBIDDEN,   CR_E_BUSY,
+                                    CR_E_SHUTTING_DOWN, CR_E_INTERNAL,    NULL};
 
 static bool known_code(const char *c)
 {

@@ -24,8 +24,8 @@
 #include "fixture_sup.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
-#define HANG_MS 10000
-#define OUT_MAX (8u << 20)
+#define HANG_MS  10000
+#define OUT_MAX  (8u << 20)
 
 static struct cr_supervisor *sup;
 static struct sockaddr_un addr;
