@@ -450,152 +450,173 @@ def explain_failures(failures, ledger, deaths):
     return explained, planned, other
 
 
+def check_deaths(c, chaos, events):
+    """Deaths against the ledger and history; (problems, deaths, unmatched)."""
+    problems = []
+    deaths = [dict(e["postmortem"], category=e["category"]) for e in events
+              if e["event"] == "died"]
+    # history keeps the newest --history (256) records, newest first: they
+    # must be the stream's last deaths.
+    hist = c.history()
+    ev_last = [(d["pid"], d["category"]) for d in deaths][::-1][:len(hist)]
+    hist_last = [(d["pid"], d["category"]) for d in hist]
+    if ev_last != hist_last or (len(hist) < len(deaths) and len(hist) < 256):
+        problems.append(f"events and history disagree: {len(deaths)} died events, "
+                        f"{len(hist)} history records; only in events "
+                        f"{sorted(set(ev_last) - set(hist_last))[:20]}, only in history "
+                        f"{sorted(set(hist_last) - set(ev_last))[:20]}")
+    failed_slots = [e for e in events if e["event"] == "failed"]
+    if failed_slots:
+        problems.append(f"{len(failed_slots)} slot(s) marked failed: "
+                        f"{[(e['worker'], e['reason']) for e in failed_slots][:10]}")
+    unmatched, missing = match_deaths(chaos.ledger, deaths, events)
+    if unmatched:
+        problems.append(f"{len(unmatched)} death(s) match no ledger entry: " + "; ".join(
+            f"pid {d['pid']} {d['category']} ({d['reason']})" for d in unmatched[:10]))
+    if missing:
+        problems.append(f"{len(missing)} fault(s) without their death: " + "; ".join(
+            f"{e['fault']} pid {p} want {e['expect']}, got " +
+            (f"{d['category']} ({d['reason']})" if d else "no death") for e, p, d in missing[:10]))
+    return problems, deaths, unmatched
+
+
+def check_serving(initial, events, chaos, t_start, t_end):
+    """Never fewer than N-1 serving for more than SERVING_GAP; (problems,
+    the longest span below N-1 in ms)."""
+    gaps = serving_gaps(initial, events, chaos.targets, t_start, t_end)
+    long_gaps = [g for g in gaps if g[1] - g[0] > SERVING_GAP * 1000]
+    worst = max((g[1] - g[0] for g in gaps), default=0.0)
+    if not long_gaps:
+        return [], worst
+    return [f"fewer than N-1 workers serving for more than {SERVING_GAP} s "
+            f"{len(long_gaps)} time(s), longest {worst:.0f} ms: " + "; ".join(
+                f"{g[2]} of target {g[3]} for {g[1] - g[0]:.0f} ms at "
+                f"+{(g[0] - t_start) / 1000:.1f} s" for g in long_gaps[:8])], worst
+
+
+def check_leftovers(c, cg, n, base, settle_problem):
+    """Worker count, zombies, escaped processes, stray cgroups, fds, RSS;
+    (problems, (fd, rss) now)."""
+    problems = []
+    pid = c.proc.pid
+    ws = c.workers()
+    live = {w["pid"] for w in ws if w["pid"]}
+    if len([w for w in ws if w["state"] == "ready"]) != n:
+        problems.append(f"worker count not back to {n}: "
+                        f"{[(w['id'], w['state'], w['pid']) for w in ws]}")
+    zombies = [p for p, s in children(pid) if s == "Z"]
+    if zombies:
+        problems.append(f"zombie children of corrald: {zombies}")
+    escaped = cgroup_procs(cg.path) - live
+    if escaped:
+        problems.append(f"processes in the test cgroup that are no live worker: "
+                        f"{sorted(escaped)}")
+    groups = set(cg.groups())
+    want = {w["cgroup"].rsplit("/", 1)[1] for w in ws if w.get("cgroup")}
+    if groups != want:
+        problems.append(f"stray worker cgroups: {sorted(groups - want)}; "
+                        f"missing: {sorted(want - groups)}")
+    fd1, rss1 = fd_count(pid), rss_bytes(pid)
+    bound = RSS_BOUND_ASAN if sanitized(pid) else RSS_BOUND
+    if fd1 != base[0]:
+        problems.append(f"corrald's fds {base[0]} -> {fd1}" +
+                        (" (with fewer than N workers: see above)" if settle_problem else ""))
+    if rss1 - base[1] > bound:
+        problems.append(f"corrald's RSS grew {(rss1 - base[1]) >> 10} KiB "
+                        f"(bound {bound >> 10} KiB)")
+    return problems, (fd1, rss1)
+
+
+def check_failures(failures, chaos, deaths, t_start):
+    """(problems, explained, planned, other) of the clients' failures."""
+    explained, planned, other = explain_failures(failures, chaos.ledger, deaths)
+    problems = []
+
+    def show(fs):
+        return "; ".join(f"pid {f[2]} at +{(f[0] - t_start) / 1000:.1f} s {f[3]}" for f in fs[:5])
+    if planned:
+        problems.append(f"{len(planned)} failed request(s) on connections to workers replaced "
+                        f"on purpose (reload, scale-down must fail none): " + show(planned))
+    if other:
+        problems.append(f"{len(other)} failed request(s) no fault explains: " + show(other))
+    return problems, explained, planned, other
+
+
+def settle(c, chaos, ev, n):
+    """Waits for the hit workers to die and N ready workers, nothing else;
+    a problem text or None."""
+    try:
+        ct.wait_for(lambda: not (chaos.pending - chaos.died_pids(ev.snapshot())), 30,
+                    interval=0.1, what="every hit worker to die")
+        ct.wait_for(lambda: settled(c, n), 30, interval=0.1,
+                    what=f"{n} ready workers and nothing else")
+        return None
+    except AssertionError as e:
+        return f"did not settle: {e}; workers: {json.dumps(c.workers())[:1500]}"
+
+
 def run(args):
     ct.need_memcg()
-    seed = args.seed
-    print(f"chaos: seed {seed}, {args.seconds} s, {args.workers} workers, "
+    print(f"chaos: seed {args.seed}, {args.seconds} s, {args.workers} workers, "
           f"a fault every {FAULT_PERIOD * 1000:.0f} ms", flush=True)
     cg = ct.TestCgroup("chaos")
-    c = None
-    halt = threading.Event()
-    clients, ev = [], None
-    result = {"seed": seed, "seconds": args.seconds}
+    c, ev, clients, halt = None, None, [], threading.Event()
     try:
         c = ct.Corrald("--memory-max", MEMORY_MAX, "--watchdog", str(WATCHDOG_S),
                        "--hang-timeout", str(HANG_TIMEOUT_S), *args.corrald_arg,
                        workers=args.workers, cgroups=cg.rel, name="chaos", env=SEGV_THROUGH,
                        command=[ct.WORKER, "--report-interval", "250"])
-        pid = c.proc.pid
         ev = Events(c.sock)
         ev.start()
         time.sleep(1.0)
-        fd0, rss0 = fd_count(pid), rss_bytes(pid)
+        base = fd_count(c.proc.pid), rss_bytes(c.proc.pid)
         initial = c.live_pids()
         assert len(initial) == args.workers, initial
-
         clients = [Client(c.host, c.port, halt, args.seconds + 120) for _ in range(4)]
         for cl in clients:
             cl.start()
-        chaos = Chaos(c, cg, args.workers, seed, args.seconds)
+        chaos = Chaos(c, cg, args.workers, args.seed, args.seconds)
         t_start = now_ms()
         chaos.run(ev)
         t_chaos_end = now_ms()
-
-        # Settle: the hit workers dead, N ready workers and nothing else.
-        try:
-            ct.wait_for(lambda: not (chaos.pending - chaos.died_pids(ev.snapshot())), 30,
-                        interval=0.1, what="every hit worker to die")
-            ct.wait_for(lambda: settled(c, args.workers), 30, interval=0.1,
-                        what=f"{args.workers} ready workers and nothing else")
-            settle_ok = None
-        except AssertionError as e:
-            settle_ok = str(e)
+        settle_problem = settle(c, chaos, ev, args.workers)
         halt.set()
-        for cl in clients:
-            cl.join(20)
-        for t in chaos.threads:
+        for t in clients + chaos.threads:
             t.join(20)
         time.sleep(1.0)  # the last events and samples
         t_end = now_ms()
 
-        problems = []
-        if settle_ok:
-            problems.append(f"did not settle: {settle_ok}; workers: "
-                            f"{json.dumps(c.workers())[:1500]}")
         # Alive and answering.
         if c.proc.poll() is not None:
             raise AssertionError(f"corrald died ({c.proc.returncode}):\n{c.log()[-3000:]}")
         assert c.ctl("ping").get("pong") == "corral"
+        problems = [settle_problem] if settle_problem else []
         st, _, _ = c.get("/light")
         if st != 200:
             problems.append(f"GET /light answered {st}")
-
         events = ev.snapshot()
-        deaths = [dict(e["postmortem"], category=e["category"]) for e in events
-                  if e["event"] == "died"]
-        # history keeps the newest --history (256) records, newest first:
-        # they must be the stream's last deaths.
-        hist = c.history()
-        ev_last = [(d["pid"], d["category"]) for d in deaths][::-1][:len(hist)]
-        hist_last = [(d["pid"], d["category"]) for d in hist]
-        if ev_last != hist_last or (len(hist) < len(deaths) and len(hist) < 256):
-            problems.append(f"events and history disagree: {len(deaths)} died events, "
-                            f"{len(hist)} history records; only in events "
-                            f"{sorted(set(ev_last) - set(hist_last))[:20]}, only in history "
-                            f"{sorted(set(hist_last) - set(ev_last))[:20]}")
-        failed_slots = [e for e in events if e["event"] == "failed"]
-        if failed_slots:
-            problems.append(f"{len(failed_slots)} slot(s) marked failed: "
-                            f"{[(e['worker'], e['reason']) for e in failed_slots][:10]}")
-        unmatched, missing = match_deaths(chaos.ledger, deaths, events)
-        if unmatched:
-            problems.append(f"{len(unmatched)} death(s) match no ledger entry: " + "; ".join(
-                f"pid {d['pid']} {d['category']} ({d['reason']})" for d in unmatched[:10]))
-        if missing:
-            problems.append(f"{len(missing)} fault(s) without their death: " + "; ".join(
-                f"{e['fault']} pid {p} want {e['expect']}, got " +
-                (f"{d['category']} ({d['reason']})" if d else "no death") for e, p, d in missing[:10]))
-
-        gaps = serving_gaps(initial, events, chaos.targets, t_start, t_end)
-        long_gaps = [g for g in gaps if g[1] - g[0] > SERVING_GAP * 1000]
-        worst = max((g[1] - g[0] for g in gaps), default=0.0)
-        if long_gaps:
-            problems.append(f"fewer than N-1 workers serving for more than {SERVING_GAP} s "
-                            f"{len(long_gaps)} time(s), longest {worst:.0f} ms: " + "; ".join(
-                                f"{g[2]} of target {g[3]} for {g[1] - g[0]:.0f} ms at "
-                                f"+{(g[0] - t_start) / 1000:.1f} s" for g in long_gaps[:8]))
-
-        ws = c.workers()
-        live = {w["pid"] for w in ws if w["pid"]}
-        if len([w for w in ws if w["state"] == "ready"]) != args.workers:
-            problems.append(f"worker count not back to {args.workers}: "
-                            f"{[(w['id'], w['state'], w['pid']) for w in ws]}")
-        zombies = [p for p, s in children(pid) if s == "Z"]
-        if zombies:
-            problems.append(f"zombie children of corrald: {zombies}")
-        escaped = cgroup_procs(cg.path) - live
-        if escaped:
-            problems.append(f"processes in the test cgroup that are no live worker: "
-                            f"{sorted(escaped)}")
-        groups = set(cg.groups())
-        want = {w["cgroup"].rsplit("/", 1)[1] for w in ws if w.get("cgroup")}
-        if groups != want:
-            problems.append(f"stray worker cgroups: {sorted(groups - want)}; "
-                            f"missing: {sorted(want - groups)}")
-
-        fd1, rss1 = fd_count(pid), rss_bytes(pid)
-        bound = RSS_BOUND_ASAN if sanitized(pid) else RSS_BOUND
-        if fd1 != fd0:
-            problems.append(f"corrald's fds {fd0} -> {fd1}" +
-                            (" (with fewer than N workers: see above)" if settle_ok else ""))
-        if rss1 - rss0 > bound:
-            problems.append(f"corrald's RSS grew {(rss1 - rss0) >> 10} KiB "
-                            f"(bound {bound >> 10} KiB)")
-
+        p, deaths, unmatched = check_deaths(c, chaos, events)
+        problems += p
+        p, worst = check_serving(initial, events, chaos, t_start, t_end)
+        problems += p
+        p, now = check_leftovers(c, cg, args.workers, base, settle_problem)
+        problems += p
         failures = [f for cl in clients for f in cl.failures]
-        explained, planned, other = explain_failures(failures, chaos.ledger, deaths)
-        if planned:
-            problems.append(f"{len(planned)} failed request(s) on connections to workers "
-                            f"replaced on purpose (reload, scale-down must fail none): " +
-                            "; ".join(f"pid {f[2]} at +{(f[0] - t_start) / 1000:.1f} s {f[3]}"
-                                      for f in planned[:5]))
-        if other:
-            problems.append(f"{len(other)} failed request(s) no fault explains: " + "; ".join(
-                f"pid {f[2]} at +{(f[0] - t_start) / 1000:.1f} s {f[3]}" for f in other[:5]))
+        p, explained, planned, other = check_failures(failures, chaos, deaths, t_start)
+        problems += p
 
-        matched = len(deaths) - len(unmatched)
-        result.update({
+        result = {
+            "seed": args.seed, "seconds": args.seconds,
             "faults": len(chaos.ledger), "by_fault": chaos.counts, "skipped": chaos.skipped,
-            "deaths": len(deaths), "matched": matched,
+            "deaths": len(deaths), "matched": len(deaths) - len(unmatched),
             "by_category": {k: sum(1 for d in deaths if d["category"] == k)
                             for k in sorted({d["category"] for d in deaths})},
-            "requests_ok": sum(cl.ok for cl in clients),
-            "requests_failed": len(failures), "failed_explained": len(explained),
-            "failed_planned": len(planned), "failed_unexplained": len(other), "serving_gap_max_ms": round(worst),
-            "fd": [fd0, fd1], "rss_kib": [rss0 >> 10, rss1 >> 10],
-            "chaos_s": round((t_chaos_end - t_start) / 1000, 1),
-            "problems": problems,
-        })
+            "requests_ok": sum(cl.ok for cl in clients), "requests_failed": len(failures),
+            "failed_explained": len(explained), "failed_planned": len(planned),
+            "failed_unexplained": len(other), "serving_gap_max_ms": round(worst),
+            "fd": [base[0], now[0]], "rss_kib": [base[1] >> 10, now[1] >> 10],
+            "chaos_s": round((t_chaos_end - t_start) / 1000, 1), "problems": problems,
+        }
         print(json.dumps({k: v for k, v in result.items() if k != "problems"}), flush=True)
         for p in problems:
             print("FAIL: " + p, flush=True)
@@ -603,9 +624,8 @@ def run(args):
             with open(os.environ["CHAOS_DUMP"], "w") as f:
                 json.dump({"ledger": chaos.ledger, "events": events}, f)
         if problems:
-            print(f"(replay the fault sequence with --seed {seed})")
-            log = c.log()
-            print("--- corrald log tail ---\n" + log[-3000:])
+            print(f"(replay the fault sequence with --seed {args.seed})")
+            print("--- corrald log tail ---\n" + c.log()[-3000:])
         return result
     finally:
         halt.set()
