@@ -254,6 +254,9 @@ class Chaos:
         r = self.c.ctl("reload")
         assert r["ok"], r
         self.record("reload", pids, EXPECT["reload"], t)
+        # Any process spawned before the answer (a queued replacement may
+        # start between the status read and the command) is eligible too.
+        self.ledger[-1]["t_end_ms"] = now_ms()
         # A slot restarting after a fault (no process, or one we hit) may
         # have its next process recycled too: eligible, not required. (Its
         # reload replacements are not: a slot with a live process gets one.)
@@ -407,6 +410,12 @@ def match_deaths(ledger, deaths, events):
                    and x["time_ms"] >= e["t_ms"]]
             if nxt and nxt[0] not in e["pids"]:
                 by_pid.setdefault(nxt[0], []).append(e)
+        if "t_end_ms" in e:
+            gone = {x["pid"] for x in events if x["event"] == "died" and x["time_ms"] < e["t_ms"]}
+            for x in events:
+                if (x["event"] == "spawned" and x["time_ms"] <= e["t_end_ms"]
+                        and x["pid"] not in gone and x["pid"] not in e["pids"]):
+                    by_pid.setdefault(x["pid"], []).append(e)
     unmatched = []
     for d in deaths:
         ok = any(e["expect"] == d["category"] and e["t_ms"] <= d["end_ms"] + 50
