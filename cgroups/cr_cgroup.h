@@ -187,9 +187,11 @@ int cr_cgroup_kill(struct cr_cgroup *cg, int sig, unsigned *ret_signalled);
 
 /* SIGKILLs the processes of every child group of parent_rel whose name
  * starts with prefix: what a corrald killed with SIGKILL left behind, before
- * cr_cgroup_reclaim_stale() removes the groups (retry removal while the
- * kernel tears the processes down). ret_killed (may be NULL): how many. */
-int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *ret_killed);
+ * cr_cgroup_reclaim_stale() removes the groups. Blocks, in 5 ms steps, up
+ * to timeout_ms in all for the killed groups to empty (start-up only).
+ * ret_killed (may be NULL): how many processes were killed. */
+int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned timeout_ms,
+                         unsigned *ret_killed);
 
 /* An fd that becomes readable (POLLIN) when an OOM event happens in the
  * group: v1 an eventfd registered through cgroup.event_control on

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cr_cgroup_internal.h"
@@ -197,8 +198,25 @@ int cr_cgroup_kill(struct cr_cgroup *cg, int sig, unsigned *ret_signalled)
     return 0;
 }
 
-int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *ret_killed)
+static uint64_t mono_ms(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Waits, until the deadline, for the group to hold no process. */
+static void wait_empty(struct cr_cgroup *cg, uint64_t deadline)
+{
+    size_t n = 1;
+    while (cr_cgroup_count_procs(cg, &n) == 0 && n > 0 && mono_ms() < deadline)
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+}
+
+int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned timeout_ms,
+                         unsigned *ret_killed)
+{
+    uint64_t deadline = mono_ms() + timeout_ms;
     unsigned killed = 0;
     char *dir_path = NULL;
     struct dirent *de;
@@ -231,6 +249,8 @@ int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned *r
             unsigned n = 0;
             r = cr_cgroup_kill(cg, SIGKILL, &n);
             killed += n;
+            if (n)
+                wait_empty(cg, deadline);
         }
         cr_cgroup_free(cg);
     }

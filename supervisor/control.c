@@ -17,7 +17,7 @@
 #include <uv.h>
 
 #include "log.h"
-#include "metrics_http.h"
+#include "internal.h"
 #include "supervisor.h"
 
 struct client {
@@ -53,7 +53,6 @@ struct cr_control {
     struct client *clients;
     unsigned nclients;
     uint64_t idle_ms;
-    struct cr_metrics_http *http;
     bool closing;
 };
 
@@ -625,12 +624,6 @@ int cr_control_open(struct cr_supervisor *sup)
     }
     cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
     sup->control = ctl;
-    /* The Prometheus listener shares the control socket's lifetime: both
-     * are how the outside reads corrald, and both close at its exit. */
-    if (sup->cfg.metrics_listen && (r = cr_metrics_http_open(sup, &ctl->http)) < 0) {
-        cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
-        return r;
-    }
     return 0;
 }
 
@@ -642,18 +635,9 @@ void cr_control_close(struct cr_control *ctl)
     ctl->closing = true;
     while (ctl->clients)
         client_close(ctl->clients);
-    cr_metrics_http_close(ctl->http);
-    ctl->http = NULL;
-    /* Socket first, then the lock file while still holding the lock (a
-     * newcomer that opened the old lock file notices it is unlinked). */
+#include "internal.h"
+#include "supervisor.h"
     unlink(ctl->path);
     unlink(ctl->lock_path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
-}
-
-void cr_supervisor_emit(struct cr_supervisor *sup, cJSON *obj)
-{
-    if (sup->control)
-        cr_control_broadcast(sup->control, obj);
-    cJSON_Delete(obj);
 }

@@ -289,8 +289,8 @@ static int worker_arg(const struct req *r, const char *k, int *ret, cJSON **err)
 {
     const cJSON *v = arg(r, k);
     if (!int_in(v, 1, 1 << 30)) {
-        *err = cr_control_error(CR_E_BAD_ARGUMENT,
-                                "'%s' must be a worker id (a positive integer)", k);
+        *err =
+            cr_control_error(CR_E_BAD_ARGUMENT, "'%s' must be a worker id (a positive integer)", k);
         return -EINVAL;
     }
     *ret = v->valueint;
@@ -398,8 +398,7 @@ static cJSON *cmd_restart(struct req *r)
         cJSON *err = NULL;
         if (worker_arg(r, "worker", &id, &err) < 0) {
             cJSON_Delete(err);
-            return cr_control_error(CR_E_BAD_ARGUMENT,
-                                    "'worker' must be a worker id or \"all\"");
+            return cr_control_error(CR_E_BAD_ARGUMENT, "'worker' must be a worker id or \"all\"");
         }
     }
     return op_error(r->ops->restart(r->ctx, id), id, "restart");
@@ -568,8 +567,7 @@ cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *li
     size_t used = skip_ws(line, (size_t)(end - line), len);
     if (used < len) {
         cJSON_Delete(in);
-        return cr_control_error(CR_E_BAD_JSON, "trailing data after the request (byte %zu)",
-                                used);
+        return cr_control_error(CR_E_BAD_JSON, "trailing data after the request (byte %zu)", used);
     }
     size_t id_at = 0, id_len = 0;
     bool has_id = cJSON_IsObject(in) && find_id(line, len, &id_at, &id_len);

@@ -10,17 +10,17 @@
 #include <stddef.h>
 
 /* Error codes, fixed: see docs/control-protocol.md. */
-#define CR_E_BAD_JSON "bad-json"
-#define CR_E_BAD_REQUEST "bad-request"
+#define CR_E_BAD_JSON        "bad-json"
+#define CR_E_BAD_REQUEST     "bad-request"
 #define CR_E_UNKNOWN_COMMAND "unknown-command"
-#define CR_E_BAD_ARGUMENT "bad-argument"
-#define CR_E_NOT_FOUND "not-found"
-#define CR_E_NO_PROCESS "no-process"
-#define CR_E_LINE_TOO_LONG "line-too-long"
-#define CR_E_FORBIDDEN "forbidden"
-#define CR_E_BUSY "busy"
-#define CR_E_SHUTTING_DOWN "shutting-down"
-#define CR_E_INTERNAL "internal"
+#define CR_E_BAD_ARGUMENT    "bad-argument"
+#define CR_E_NOT_FOUND       "not-found"
+#define CR_E_NO_PROCESS      "no-process"
+#define CR_E_LINE_TOO_LONG   "line-too-long"
+#define CR_E_FORBIDDEN       "forbidden"
+#define CR_E_BUSY            "busy"
+#define CR_E_SHUTTING_DOWN   "shutting-down"
+#define CR_E_INTERNAL        "internal"
 
 /* What the dispatcher may ask of corrald. ctx is handed back unchanged.
  * Functions returning cJSON * give the caller a new object (NULL: out of
@@ -29,18 +29,18 @@
  * worker has no process), -EINVAL (set: bad key or value, text in err),
  * anything else is `internal`. */
 struct cr_ctl_ops {
-    cJSON *(*status)(void *ctx);          /* {"supervisor":{…},"workers":[…]} */
-    cJSON *(*workers)(void *ctx);         /* [worker, …] */
+    cJSON *(*status)(void *ctx);                   /* {"supervisor":{…},"workers":[…]} */
+    cJSON *(*workers)(void *ctx);                  /* [worker, …] */
     int (*worker)(void *ctx, int id, cJSON **ret); /* -ENOENT or one worker object */
-    size_t (*history_len)(void *ctx);     /* death records kept */
-    cJSON *(*history)(void *ctx, size_t i); /* record i, 0 = newest */
+    size_t (*history_len)(void *ctx);              /* death records kept */
+    cJSON *(*history)(void *ctx, size_t i);        /* record i, 0 = newest */
     int (*scale)(void *ctx, unsigned n);
-    int (*restart)(void *ctx, int id);    /* id 0 = every worker */
+    int (*restart)(void *ctx, int id); /* id 0 = every worker */
     int (*reload)(void *ctx);
     int (*kill)(void *ctx, int id, int sig);
     int (*set)(void *ctx, const char *key, const char *value, char *err, size_t errlen);
-    char *(*metrics)(void *ctx);          /* Prometheus text, caller frees */
-    void (*stop)(void *ctx);              /* begin the drain; the answer goes out first */
+    char *(*metrics)(void *ctx); /* Prometheus text, caller frees */
+    void (*stop)(void *ctx);     /* begin the drain; the answer goes out first */
 };
 
 /* The request handler: one line (without its '\n') in, one response object
@@ -51,7 +51,8 @@ cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *li
 
 /* {"ok":false,"error":{"code":code,"message":…}}; the message is cut to
  * whole UTF-8 characters and any invalid byte becomes '?'. */
-cJSON *cr_control_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cJSON *cr_control_error(const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* One response or event as a line: compact JSON, then '\n', then NUL.
  * Invalid UTF-8 (a worker's STATUS= text or stderr tail may hold any

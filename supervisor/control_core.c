@@ -5,7 +5,12 @@
 
 #include "control.h"
 #include "history.h"
+#include "internal.h"
+#include "metrics.h"
+#include "operations.h"
+#include "status.h"
 #include "supervisor.h"
+#include "view.h"
 
 static cJSON *op_status(void *ctx)
 {
@@ -32,12 +37,12 @@ static int op_worker(void *ctx, int id, cJSON **ret)
 
 static size_t op_history_len(void *ctx)
 {
-    return cr_history_len(((struct cr_supervisor *)ctx)->history);
+    return cr_history_len(cr_supervisor_history(ctx));
 }
 
 static cJSON *op_history(void *ctx, size_t i)
 {
-    const struct cr_postmortem *pm = cr_history_get(((struct cr_supervisor *)ctx)->history, i);
+    const struct cr_postmortem *pm = cr_history_get(cr_supervisor_history(ctx), i);
     return pm ? cr_postmortem_to_json(pm) : NULL;
 }
 
@@ -54,7 +59,7 @@ static int op_restart(void *ctx, int id)
 static int op_reload(void *ctx)
 {
     struct cr_supervisor *sup = ctx;
-    if (sup->stopping)
+    if (cr_supervisor_stopping(sup))
         return -ESHUTDOWN;
     cr_supervisor_reload(sup, "control socket");
     return 0;

@@ -1,60 +1,176 @@
-/* Declarations shared by the files that make up the supervisor core
- * (supervisor.c, worker_io.c, cgsetup.c, memwatch.c, sd.c). Not an API. */
+/* The data of the supervisor core: the worker table and the supervisor
+ * that owns it. Only the core (supervisor.c, operations.c, worker_spawn.c,
+ * worker_io.c, cgsetup.c), the inputs that keep per-worker readings
+ * (memwatch.c, worker_notify.c) and main.c's wiring see inside; views
+ * read through supervisor.h's accessors.
+ *
+ * Types only: no functions live here (the include graph treats this file
+ * as part of whoever includes it), and it includes no module of the core.
+ */
 #pragma once
 
-#include "supervisor.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
 
-struct cr_postmortem;
+#include "config.h"
+#include "cr_cgroup.h"
+#include "death.h"
+#include "events.h"
+#include "lifecycle.h"
+#include "listen.h"
+#include "notify.h"
 
-/* worker_io.c */
-int cr_io_start_worker(struct cr_worker *w);        /* polls on out, nstream, pidfd, oom */
-void cr_io_drain_output(struct cr_worker *w);      /* read what is left (before a post-mortem) */
-int cr_io_notify_start(struct cr_supervisor *sup); /* the datagram socket's poll */
-void cr_io_handle_notify(struct cr_worker *w, const struct cr_notify_msg *m);
-void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len); /* stderr tail, in order */
+struct cr_cgroup;
+struct cr_history;
+struct cr_control;
+struct cr_trend_ring;
+struct cr_wio;
+struct cr_io_sink;
 
-/* cgsetup.c */
-int cr_cg_setup(struct cr_supervisor *sup);
-int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits */
-int cr_cg_attach_cb(void *userdata, pid_t pid);
-void cr_cg_worker_baseline(struct cr_worker *w);
-void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
-                           struct cr_postmortem *pm);
-void cr_cg_worker_release(struct cr_worker *w); /* remove now or queue for removal */
-void cr_cg_apply_limits(struct cr_supervisor *sup); /* after `set memory-max …` */
-void cr_cg_done(struct cr_supervisor *sup);
-uint64_t cr_vmstat_oom_kill(void);
-/* The heap limit handed to workers: the tightest of the per-worker limit and
- * the tightest enclosing limit shared among the workers, minus the headroom;
- * 0 when no limit applies. */
-uint64_t cr_cg_heap_limit(const struct cr_supervisor *sup);
+#define CR_STDERR_TAIL 4096
 
-/* memwatch.c */
-void cr_memwatch_start(struct cr_supervisor *sup);
-void cr_memwatch_worker_gone(struct cr_worker *w);
-void cr_memwatch_restart_timer(struct cr_supervisor *sup);
+struct cr_worker {
+    struct cr_supervisor *sup;
+    struct cr_worker *next;
 
-/* sd.c */
-void cr_sd_init(struct cr_supervisor *sup);
-void cr_sd_update(struct cr_supervisor *sup); /* READY/STATUS as the table changes */
-void cr_sd_notify(struct cr_supervisor *sup, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+    int id;              /* slot number, 1..N: CORRAL_WORKER_ID */
+    unsigned generation; /* CORRAL_GENERATION: one more for every process in this slot */
+    pid_t pid;           /* 0 when no process */
+    enum cr_wstate state;
+    enum cr_wstate prev; /* the state before the last transition (for events) */
 
-/* supervisor.c */
-void cr_worker_recycle(struct cr_worker *w, const char *why); /* queue a rolling replacement */
-void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text);
-const char *cr_worker_state_name(const struct cr_worker *w);
+    /* The one deadline. */
+    uv_timer_t deadline;
+    uint64_t deadline_at; /* loop ms, 0 = none */
 
-/* Shared by the supervisor core files (supervisor.c, worker_spawn.c,
- * operations.c). */
-struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
-void cr_worker_remove(struct cr_worker *w);   /* unlink and free a worker without process */
-void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
-void cr_worker_clear_deadline(struct cr_worker *w);
-void cr_worker_emit(struct cr_worker *w, const char *event, const char *extra_key,
-                    const char *extra);
-void cr_worker_start(struct cr_worker *w);    /* spawn, or back off when even that fails */
-void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text);
-void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
-void cr_supervisor_maybe_finish(struct cr_supervisor *sup);
-struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup);
+    /* This generation's descriptors and their polls (pidfd, output,
+     * notify stream, OOM watch); freed on its own once its handles closed,
+     * so a reaped generation never holds up the next one. */
+    struct cr_wio *io;
+    int exec_errno;
+    int wait_code, wait_status; /* from waitid, for the reaper */
+
+    char out_line[1024];
+    size_t out_line_len;
+    char tail[CR_STDERR_TAIL]; /* ring of the last output bytes */
+    size_t tail_len;
+    size_t tail_head;
+    struct cr_notify_stream nstream;
+
+    struct cr_cgroup *cg;
+    unsigned oom_events;            /* OOM events seen this generation */
+    struct cr_cgroup_events seen;   /* counters at the last OOM-watch wake-up */
+    struct cr_oom_delta own0, anc0; /* counters at spawn */
+    uint64_t vmstat_oom0;
+    bool heartbeats;                /* the worker has sent WATCHDOG=1 */
+
+    bool closing; /* the deadline timer is closing; freed in its close_cb */
+
+    /* Timing (loop ms, and wall ms for reports). */
+    uint64_t spawned_at;
+    uint64_t spawned_wall_ms;
+    uint64_t ready_at;
+    uint64_t last_report_at;
+
+    /* Latest report from the worker. */
+    struct cr_notify_msg last;
+    bool fatal_heap_limit;
+    char status_text[256];
+
+    /* corrald's ledger of what it did to this process. */
+    enum cr_kill_reason kill_reason;
+    int kill_signal;
+    uint64_t kill_sigmask;
+    char kill_text[192];
+
+    /* Slot-level restart bookkeeping (moves to the replacement). */
+    struct cr_restart_state restart;
+    struct cr_restart_decision decision; /* the policy's last word, for the cell it leads to */
+    unsigned restarts;
+    unsigned oom_kills; /* kernel OOM kills of this slot, all generations */
+    uint64_t max_requests; /* this generation's cap with jitter, 0 = none */
+
+    /* Handover: a replacement starting for `replaces`; the old one is
+     * drained once this one is ready. */
+    struct cr_worker *replaces;
+    struct cr_worker *replaced_by;
+    bool retire_on_exit; /* do not restart: stop, scale-down, or handed over */
+    bool recycle_queued;
+    char recycle_text[192]; /* why the queued recycle was asked for */
+    uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
+
+    /* Memory watch. */
+    struct cr_trend_ring *samples;
+    uint64_t rss, cg_usage, cg_peak, cg_limit;
+    unsigned soft_over; /* consecutive samples above the soft limit */
+    int verdict;        /* enum cr_verdict */
+    char verdict_text[256];
+    uint64_t soft_crossed_at; /* loop ms when usage first crossed the soft limit */
+
+    /* The last death in this slot, for status. */
+    char last_death[32];
+    char last_death_reason[CR_DEATH_REASON_MAX];
+};
+
+struct cr_supervisor {
+    uv_loop_t *loop;
+    struct cr_config cfg;
+    uint64_t started_at;
+    uint64_t started_wall_ms;
+
+    struct cr_listener listener;
+    char notify_addr[108]; /* NOTIFY_SOCKET for workers: <notify_dir>/notify */
+    char notify_dir[108];  /* private (0700) directory of the notify socket */
+    /* Workers drop to these ids before exec (--user/--group). */
+    bool set_ids;
+    uid_t worker_uid;
+    gid_t worker_gid;
+    int notify_fd;
+    uv_poll_t notify_poll;
+
+    struct cr_worker *workers;
+    unsigned target;
+    unsigned *generations; /* per slot id: the last generation handed out */
+    size_t ngenerations;
+    unsigned reload_failed; /* replacements of the running reload that died */
+    uv_timer_t finish_timer; /* exits the loop once stopping and empty */
+
+    /* cgroups */
+    bool cgroups;
+    int cg_layout; /* enum cr_cgroup_layout */
+    char *cg_base;    /* rel path: workers live in <cg_base>/workers */
+    bool cg_base_created; /* --cgroup-parent did not exist: remove it at exit */
+    struct cr_cgroup *cg_workers;
+    struct cr_cgroup **cg_ancestors; /* enclosing groups whose limits count as "ancestor" */
+    size_t cg_nancestors;
+    struct cr_cgroup **cg_trash; /* groups to remove once the kernel lets us */
+    size_t cg_ntrash;
+    uv_timer_t cg_trash_timer;
+
+    struct cr_history *history;
+    unsigned deaths_by_category[_CR_DEATH_MAX];
+
+
+    unsigned long orphans_reaped; /* re-parented descendants of workers, reaped */
+
+    bool stopping;
+    bool reloading;
+    int exit_code;
+
+    /* Who hears about what happens (subscribed in main.c). */
+    struct cr_events events;
+    /* Where a generation's descriptors deliver what they read (set in main.c). */
+    const struct cr_io_sink *io_sink;
+
+    /* Set by cr_control_open(); the core itself never uses it. */
+    struct cr_control *control;
+    char *worker_path;
+};
+
+/* Loop milliseconds: the clock of deadlines and uptimes. */
+static inline uint64_t cr_now_ms(const struct cr_supervisor *sup)
+{
+    return uv_now(sup->loop);
+}

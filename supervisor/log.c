@@ -10,6 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "death.h"
+#include "events.h"
+#include "history.h"
+
 static enum cr_log_level min_level = CR_LOG_INFO;
 static bool to_journal;
 
@@ -138,4 +143,34 @@ void cr_log_event(enum cr_log_level level, const char *event, int worker_id, pid
     va_start(ap, fmt);
     vlog(level, event, worker_id, pid, fields, fmt, ap);
     va_end(ap);
+}
+
+/* ---- the core's events --------------------------------------------------- */
+
+/* A death is the one event the journal gets structured fields for:
+ * `journalctl CORRAL_DEATH=oom-own-limit` finds them. */
+static void log_death(const struct cr_event *ev)
+{
+    const struct cr_postmortem *pm = ev->postmortem;
+    char status[40], peak[48], death[48], gen[40], line[2048], pmf[2100];
+    snprintf(status, sizeof(status), "CORRAL_EXIT_STATUS=%d", pm->shell_status);
+    snprintf(peak, sizeof(peak), "CORRAL_MEMORY_PEAK=%llu", (unsigned long long)pm->cg_peak);
+    snprintf(death, sizeof(death), "CORRAL_DEATH=%s", cr_death_to_string(pm->category));
+    snprintf(gen, sizeof(gen), "CORRAL_GENERATION=%llu", (unsigned long long)pm->generation);
+    cr_postmortem_format_logfmt(pm, line, sizeof(line));
+    snprintf(pmf, sizeof(pmf), "CORRAL_POSTMORTEM=%s", line);
+    const char *fields[] = {death, status, peak, gen, pmf, NULL};
+    bool bad = !pm->planned && pm->category != CR_DEATH_EXIT_CLEAN;
+    cr_log_event(bad ? CR_LOG_WARNING : CR_LOG_INFO, "died", ev->worker, ev->pid, fields,
+                 "worker %d (pid %d) died: %s — %s", ev->worker, (int)ev->pid,
+                 cr_death_to_string(pm->category), pm->reason);
+}
+
+void cr_log_on_event(void *userdata, const struct cr_event *ev)
+{
+    (void)userdata;
+    if (ev->type == CR_EV_WORKER_DIED && ev->postmortem)
+        log_death(ev);
+    else if (ev->type == CR_EV_CONFIG && strcmp(ev->key, "log-level") == 0)
+        cr_log_set_level(ev->config->log_level);
 }

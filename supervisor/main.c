@@ -1,14 +1,141 @@
-/* corrald: configuration in, supervisor out. */
+/* corrald: configuration in, supervisor out. The wiring lives here and
+ * only here: the core is started, the outputs subscribe to its events, and
+ * the inputs (control socket, metrics listener, memory watch, signals,
+ * worker notify messages) are opened and pointed down at it. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <uv.h>
 
+#include "control.h"
 #include "cr_config.h"
+#include "internal.h"
 #include "log.h"
+#include "memwatch.h"
+#include "metrics_http.h"
+#include "operations.h"
+#include "sd.h"
+#include "status.h"
 #include "supervisor.h"
+#include "view.h"
+#include "worker_io.h"
+#include "worker_notify.h"
+
+/* What main.c opened around the core, closed when the core finishes. */
+struct wiring {
+    struct cr_supervisor *sup;
+    uv_signal_t sig_term, sig_int, sig_hup, sig_chld;
+    struct cr_metrics_http *http;
+    struct cr_sd *sd;
+    struct cr_memwatch *mw;
+};
+
+/* A generation's descriptors report to these (worker_io.c). */
+static const struct cr_io_sink io_sink = {
+    .exited = cr_worker_reaped,
+    .message = cr_worker_notify,
+    .recycle = cr_worker_recycle,
+};
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct cr_supervisor *sup = h->data;
+    if (signum == SIGHUP) {
+        cr_supervisor_reload(sup, "SIGHUP");
+        return;
+    }
+    if (cr_supervisor_stopping(sup)) {
+        cr_log(CR_LOG_NOTICE, "%s again: still draining", strsignal(signum));
+        return;
+    }
+    cr_log(CR_LOG_NOTICE, "%s received", strsignal(signum));
+    cr_supervisor_stop(sup);
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    cr_io_reap_children(h->data);
+}
+
+/* corrald is a child subreaper: a worker's children that outlive it are
+ * re-parented here, not to init, and reaped on SIGCHLD — no zombie stays
+ * behind, and as a container's PID 1 corrald reaps every orphan. */
+static void reaper_start(struct wiring *wi, uv_loop_t *loop)
+{
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        cr_log(CR_LOG_WARNING, "cannot become a child subreaper: %s", strerror(errno));
+    uv_signal_init(loop, &wi->sig_chld);
+    wi->sig_chld.data = wi->sup;
+    uv_signal_start(&wi->sig_chld, on_sigchld, SIGCHLD);
+}
+
+static void signals_start(struct wiring *wi, uv_loop_t *loop)
+{
+    uv_signal_t *hs[] = {&wi->sig_term, &wi->sig_int, &wi->sig_hup};
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < 3; i++) {
+        uv_signal_init(loop, hs[i]);
+        hs[i]->data = wi->sup;
+        uv_signal_start(hs[i], on_signal, sigs[i]);
+    }
+}
+
+/* The control socket's `events` stream, and the end of everything main.c
+ * opened once the core has finished. */
+static void on_event(void *userdata, const struct cr_event *ev)
+{
+    struct wiring *wi = userdata;
+    struct cr_supervisor *sup = wi->sup;
+    if (ev->type == CR_EV_FINISHED) {
+        if (sup->control)
+            cr_control_close(sup->control);
+        sup->control = NULL;
+        cr_metrics_http_close(wi->http);
+        wi->http = NULL;
+        uv_close((uv_handle_t *)&wi->sig_term, NULL);
+        uv_close((uv_handle_t *)&wi->sig_int, NULL);
+        uv_close((uv_handle_t *)&wi->sig_hup, NULL);
+        uv_close((uv_handle_t *)&wi->sig_chld, NULL);
+        return;
+    }
+    cJSON *o = cr_event_json(ev);
+    if (o && sup->control)
+        cr_control_broadcast(sup->control, o);
+    cJSON_Delete(o);
+}
+
+/* Everything before the workers: subscriptions, then the core's sockets
+ * and cgroups, then the ways in from outside. */
+static int open_all(struct wiring *wi, uv_loop_t *loop)
+{
+    struct cr_supervisor *sup = wi->sup;
+    int r;
+    cr_supervisor_init(sup, loop);
+    sup->io_sink = &io_sink;
+    signals_start(wi, loop);
+    reaper_start(wi, loop);
+    if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0)
+        return r;
+    cr_supervisor_subscribe(sup, cr_log_on_event, NULL);
+    cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
+    cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
+    cr_supervisor_subscribe(sup, on_event, wi);
+    /* The control path first: a second corrald refused there (the path is
+     * owned) must not bind the port or touch the cgroups of the first. */
+    if ((r = cr_control_open(sup)) < 0 || (r = cr_supervisor_open(sup)) < 0)
+        return r;
+    /* The Prometheus listener shares the control socket's lifetime: both
+     * are how the outside reads corrald, and both close at its exit. */
+    if (sup->cfg.metrics_listen && (r = cr_metrics_http_open(sup, &wi->http)) < 0) {
+        cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
+        return r;
+    }
+    return 0;
+}
 
 static int load_file(struct cr_config *cfg, const char *path, char *err, size_t errlen)
 {
@@ -80,7 +207,12 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     uv_loop_t *loop = uv_default_loop();
-    r = cr_supervisor_start(&sup, loop);
+    static struct wiring wi = {.sup = &sup};
+    r = open_all(&wi, loop);
+    if (r >= 0)
+        r = cr_supervisor_spawn_all(&sup);
+    if (r >= 0)
+        cr_memwatch_start(wi.mw);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
         /* Kill whatever was started before the failure; nothing may outlive us. */
@@ -92,6 +224,8 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     int code = sup.exit_code;
     cr_supervisor_done(&sup);
+    wi.sd = cr_sd_free(wi.sd);
+    wi.mw = cr_memwatch_free(wi.mw);
     uv_loop_close(loop);
     cr_log(CR_LOG_INFO, "corrald exits %d", code);
     return code;

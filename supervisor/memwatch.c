@@ -2,8 +2,9 @@
  * /proc/<pid>/statm, the cgroup's usage, and the worker's last heap report
  * go into a bounded ring; the trend module reads a verdict off it, and the
  * soft limit recycles a worker before the kernel has to kill it. */
-#include "internal.h"
+#include "memwatch.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,16 @@
 #include <unistd.h>
 
 #include "cr_cgroup.h"
+#include "internal.h"
 #include "log.h"
+#include "supervisor.h"
 #include "trend.h"
+
+struct cr_memwatch {
+    struct cr_supervisor *sup;
+    uv_timer_t timer;
+    bool closed;
+};
 
 static uint64_t page_size;
 
@@ -136,7 +145,8 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
 
 static void on_sample(uv_timer_t *t)
 {
-    struct cr_supervisor *sup = t->data;
+    struct cr_memwatch *mw = t->data;
+    struct cr_supervisor *sup = mw->sup;
     struct cr_trend_params tp = {
         .window_ms = CR_TREND_DEFAULT_WINDOW_MS,
         .min_samples = CR_TREND_DEFAULT_MIN_SAMPLES,
@@ -155,21 +165,42 @@ static void on_sample(uv_timer_t *t)
     }
 }
 
-void cr_memwatch_start(struct cr_supervisor *sup)
+int cr_memwatch_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_memwatch **ret)
 {
+    struct cr_memwatch *mw = calloc(1, sizeof(*mw));
+    if (!mw)
+        return -ENOMEM;
+    mw->sup = sup;
+    uv_timer_init(loop, &mw->timer);
+    mw->timer.data = mw;
     if (!page_size)
         page_size = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t ms = sup->cfg.sample_interval_ms;
-    uv_timer_start(&sup->sample_timer, on_sample, ms, ms);
+    *ret = mw;
+    return 0;
 }
 
-void cr_memwatch_restart_timer(struct cr_supervisor *sup)
+void cr_memwatch_start(struct cr_memwatch *mw)
 {
-    uv_timer_stop(&sup->sample_timer);
-    cr_memwatch_start(sup);
+    uint64_t ms = mw->sup->cfg.sample_interval_ms;
+    uv_timer_start(&mw->timer, on_sample, ms, ms);
 }
 
-void cr_memwatch_worker_gone(struct cr_worker *w)
+void cr_memwatch_on_event(void *userdata, const struct cr_event *ev)
 {
-    w->samples = cr_trend_ring_free(w->samples);
+    struct cr_memwatch *mw = userdata;
+    if (mw->closed)
+        return;
+    if (ev->type == CR_EV_CONFIG && strcmp(ev->key, "sample-interval") == 0) {
+        uv_timer_stop(&mw->timer);
+        cr_memwatch_start(mw);
+    } else if (ev->type == CR_EV_FINISHED) {
+        mw->closed = true;
+        uv_close((uv_handle_t *)&mw->timer, NULL);
+    }
+}
+
+struct cr_memwatch *cr_memwatch_free(struct cr_memwatch *mw)
+{
+    free(mw);
+    return NULL;
 }

@@ -11,6 +11,7 @@
 
 #include "http_parse.h"
 #include "internal.h"
+#include "metrics.h"
 
 struct conn {
     struct cr_metrics_http *m;

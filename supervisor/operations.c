@@ -1,8 +1,8 @@
 /* What the outside asks of the supervisor: scale, restart, reload, kill,
- * set, stop; signals; start-up and shut-down. */
-#include "internal.h"
+ * set, stop; and the core's own start-up and shut-down. The signals that
+ * ask for some of these are wired in main.c. */
+#include "operations.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,11 +15,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgsetup.h"
 #include "cr_config.h"
 #include "history.h"
+#include "internal.h"
 #include "log.h"
-#include "trend.h"
-
+#include "supervisor.h"
+#include "view.h"
+#include "worker_io.h"
+#include "worker_spawn.h"
 
 /* ---- operations ---------------------------------------------------------- */
 
@@ -67,7 +71,7 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
         cr_worker_drain(top, CR_KILL_STOP, "scale down");
         have--;
     }
-    cr_sd_update(sup);
+    cr_supervisor_table_changed(sup);
     return 0;
 }
 
@@ -94,9 +98,8 @@ void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
         return;
     sup->reloading = true;
     sup->reload_failed = 0;
-    cr_sd_notify(sup, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading: replacing every "
-                      "worker",
-                 (unsigned long long)(uv_hrtime() / 1000));
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_RELOAD,
+                                                  .phase = CR_RELOAD_STARTED, .reason = why});
     cr_log(CR_LOG_NOTICE, "reload (%s): rolling replacement of every worker", why);
     cr_supervisor_restart(sup, 0, why);
     cr_supervisor_pump_recycles(sup);
@@ -125,46 +128,12 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
     cr_log(CR_LOG_NOTICE, "set %s = %s", key, value);
     if (strcmp(key, "workers") == 0)
         return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers : sup->target);
-    if (strcmp(key, "log-level") == 0)
-        cr_log_set_level(sup->cfg.log_level);
     if (strncmp(key, "memory-", 7) == 0)
         cr_cg_apply_limits(sup);
-    if (strcmp(key, "sample-interval") == 0)
-        cr_memwatch_restart_timer(sup);
+    /* The rest (log level, sample interval) belongs to whoever subscribed. */
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_CONFIG, .key = key,
+                                                  .value = value, .config = &sup->cfg});
     return 0;
-}
-
-static void close_cb_noop(uv_handle_t *h)
-{
-    (void)h;
-}
-
-static void finish_stop(uv_timer_t *t)
-{
-    struct cr_supervisor *sup = t->data;
-    cr_log(CR_LOG_NOTICE, "every worker is gone; exiting");
-    extern void cr_control_close(struct cr_control * c);
-    if (sup->control)
-        cr_control_close(sup->control);
-    sup->control = NULL;
-    uv_handle_t *hs[] = {(uv_handle_t *)&sup->sig_term,     (uv_handle_t *)&sup->sig_int,
-                         (uv_handle_t *)&sup->sig_hup,      (uv_handle_t *)&sup->sample_timer,
-                         (uv_handle_t *)&sup->sd_timer,     (uv_handle_t *)&sup->notify_poll,
-                         (uv_handle_t *)&sup->cg_trash_timer, (uv_handle_t *)&sup->finish_timer};
-    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
-            uv_close(hs[i], close_cb_noop);
-}
-
-/* Once stopping and empty, exit from the next loop turn: a control client
- * whose `stop` emptied the table still gets its answer queued first. */
-void cr_supervisor_maybe_finish(struct cr_supervisor *sup)
-{
-    if (!sup->stopping || sup->workers || sup->finish_timer.type == UV_UNKNOWN_HANDLE ||
-        uv_is_active((uv_handle_t *)&sup->finish_timer) ||
-        uv_is_closing((uv_handle_t *)&sup->finish_timer))
-        return;
-    uv_timer_start(&sup->finish_timer, finish_stop, 0, 0);
 }
 
 void cr_supervisor_stop(struct cr_supervisor *sup)
@@ -173,9 +142,7 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
         return;
     sup->stopping = true;
     cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", cr_supervisor_count_ready(sup));
-    /* Draining may take up to the stop timeout: tell systemd so it waits. */
-    cr_sd_notify(sup, "STOPPING=1\nSTATUS=stopping: draining workers\nEXTEND_TIMEOUT_USEC=%llu",
-                 (unsigned long long)(sup->cfg.stop_timeout_ms + 5000) * 1000);
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_STOPPING});
     /* Drain from a snapshot: draining a process-less worker frees it. */
     struct cr_worker *w = sup->workers;
     while (w) {
@@ -186,45 +153,7 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
     cr_supervisor_maybe_finish(sup);
 }
 
-static void on_signal(uv_signal_t *h, int signum)
-{
-    struct cr_supervisor *sup = h->data;
-    if (signum == SIGHUP) {
-        cr_supervisor_reload(sup, "SIGHUP");
-        return;
-    }
-    if (sup->stopping) {
-        cr_log(CR_LOG_NOTICE, "%s again: still draining", strsignal(signum));
-        return;
-    }
-    cr_log(CR_LOG_NOTICE, "%s received", strsignal(signum));
-    cr_supervisor_stop(sup);
-}
-
 /* ---- start-up ------------------------------------------------------------ */
-
-static char *default_worker_path(void)
-{
-    const char *env = getenv("CORRAL_WORKER");
-    if (env && *env)
-        return strdup(env);
-    /* In a build tree the worker sits in ../worker/ next to supervisor/. */
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *cand = NULL;
-            if (asprintf(&cand, "%s/../worker/corral-worker", self) >= 0 &&
-                access(cand, X_OK) == 0)
-                return cand;
-            free(cand);
-        }
-    }
-    return strdup(CR_LIBEXECDIR "/corral/corral-worker");
-}
 
 static int open_listener(struct cr_supervisor *sup)
 {
@@ -251,50 +180,40 @@ static int open_listener(struct cr_supervisor *sup)
     return 0;
 }
 
-int cr_supervisor_start(struct cr_supervisor *sup, uv_loop_t *loop)
+void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
 {
-    int r;
     sup->loop = loop;
     sup->notify_fd = -1;
     sup->listener.fd = -1;
     sup->started_at = uv_now(loop);
     sup->started_wall_ms = cr_wall_ms();
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
-
-    uv_signal_init(loop, &sup->sig_term);
-    uv_signal_init(loop, &sup->sig_int);
-    uv_signal_init(loop, &sup->sig_hup);
-    sup->sig_term.data = sup->sig_int.data = sup->sig_hup.data = sup;
-    uv_signal_start(&sup->sig_term, on_signal, SIGTERM);
-    uv_signal_start(&sup->sig_int, on_signal, SIGINT);
-    uv_signal_start(&sup->sig_hup, on_signal, SIGHUP);
-    uv_timer_init(loop, &sup->sample_timer);
-    uv_timer_init(loop, &sup->sd_timer);
     uv_timer_init(loop, &sup->cg_trash_timer);
     uv_timer_init(loop, &sup->finish_timer);
-    sup->sample_timer.data = sup->sd_timer.data = sup->cg_trash_timer.data = sup;
-    sup->finish_timer.data = sup;
+    sup->cg_trash_timer.data = sup->finish_timer.data = sup;
+}
 
+int cr_supervisor_open(struct cr_supervisor *sup)
+{
+    int r;
     if ((r = cr_history_new(sup->cfg.history, &sup->history)) < 0)
         return r;
-    sup->worker_path = default_worker_path();
+    sup->worker_path = cr_worker_default_path();
     if (!sup->worker_path)
         return -ENOMEM;
-    cr_sd_init(sup);
     if ((r = open_listener(sup)) < 0)
         return r;
-    if ((r = cr_notify_open(sup->notify_addr, sizeof(sup->notify_addr), &sup->notify_fd)) < 0) {
+    if ((r = cr_worker_ids_resolve(sup)) < 0)
+        return r;
+    if ((r = cr_io_notify_open(sup)) < 0) {
         cr_log(CR_LOG_ERR, "cannot open the worker notify socket: %s", strerror(-r));
         return r;
     }
-    if ((r = cr_io_notify_start(sup)) < 0)
-        return r;
-    if ((r = cr_cg_setup(sup)) < 0)
-        return r;
-    extern int cr_control_open(struct cr_supervisor * sup);
-    if ((r = cr_control_open(sup)) < 0)
-        return r;
+    return cr_cg_setup(sup);
+}
 
+int cr_supervisor_spawn_all(struct cr_supervisor *sup)
+{
     sup->target = sup->cfg.workers ? sup->cfg.workers : uv_available_parallelism();
     cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target,
            sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path);
@@ -304,16 +223,14 @@ int cr_supervisor_start(struct cr_supervisor *sup, uv_loop_t *loop)
             return -ENOMEM;
         cr_worker_start(w);
     }
-    cr_memwatch_start(sup);
-    cr_sd_update(sup);
+    cr_supervisor_table_changed(sup);
     return 0;
 }
 
 void cr_supervisor_done(struct cr_supervisor *sup)
 {
     cr_cg_done(sup);
-    if (sup->notify_fd >= 0)
-        close(sup->notify_fd);
+    cr_io_notify_close(sup);
     cr_listen_close(&sup->listener);
     sup->history = cr_history_free(sup->history);
     free(sup->worker_path);

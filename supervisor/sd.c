@@ -1,21 +1,38 @@
 /* corrald ↔ systemd: READY=1 once every worker is ready (or the start
  * timeout passed), STATUS= kept current, RELOADING/STOPPING around rolling
  * reloads and shutdown, WATCHDOG=1 from the loop itself. Without
- * NOTIFY_SOCKET all of it is a no-op. */
-#include "internal.h"
+ * NOTIFY_SOCKET all of it is a no-op. Hears the core through its events
+ * and reads it through supervisor.h's const views. */
+#include "sd.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "config.h"
+#include "events.h"
 #include "history.h"
 #include "log.h"
+#include "view.h"
 
-void cr_sd_notify(struct cr_supervisor *sup, const char *fmt, ...)
+struct cr_sd {
+    struct cr_supervisor *sup;
+    uv_timer_t timer; /* first the start grace, then the watchdog period */
+    bool notify;      /* NOTIFY_SOCKET is set */
+    bool ready_sent;
+    bool closed;
+    uint64_t watchdog_usec;
+    char status[256]; /* the last STATUS= sent */
+};
+
+static void notifyf(struct cr_sd *sd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notifyf(struct cr_sd *sd, const char *fmt, ...)
 {
-    if (!sup->sd_notify)
+    if (!sd->notify)
         return;
     char buf[512];
     va_list ap;
@@ -27,70 +44,80 @@ void cr_sd_notify(struct cr_supervisor *sup, const char *fmt, ...)
         cr_log(CR_LOG_DEBUG, "sd_notify failed: %s", strerror(-r));
 }
 
-static void ready_anyway(struct cr_supervisor *sup)
+static void update(struct cr_sd *sd);
+
+static void ready_anyway(struct cr_sd *sd)
 {
-    sup->sd_ready_sent = true;
+    sd->ready_sent = true;
     cr_log(CR_LOG_WARNING, "start timeout: reporting ready with %u of %u workers ready",
-           cr_supervisor_count_ready(sup), sup->target);
-    sup->sd_status[0] = '\0';
-    cr_sd_notify(sup, "READY=1");
-    cr_sd_update(sup);
+           cr_supervisor_count_ready(sd->sup), cr_supervisor_target(sd->sup));
+    sd->status[0] = '\0';
+    notifyf(sd, "READY=1");
+    update(sd);
 }
 
 static void on_watchdog(uv_timer_t *t)
 {
-    struct cr_supervisor *sup = t->data;
+    struct cr_sd *sd = t->data;
     /* This runs only when the loop turns: a stuck corrald stops petting. */
-    cr_sd_notify(sup, "WATCHDOG=1");
-    if (!sup->sd_ready_sent && cr_now_ms(sup) - sup->started_at >= sup->cfg.start_timeout_ms)
-        ready_anyway(sup);
+    notifyf(sd, "WATCHDOG=1");
+    if (!sd->ready_sent &&
+        cr_supervisor_uptime_ms(sd->sup) >= cr_supervisor_config(sd->sup)->start_timeout_ms)
+        ready_anyway(sd);
 }
 
 static void on_start_grace(uv_timer_t *t)
 {
-    struct cr_supervisor *sup = t->data;
-    if (!sup->sd_ready_sent)
-        ready_anyway(sup);
+    struct cr_sd *sd = t->data;
+    if (!sd->ready_sent)
+        ready_anyway(sd);
     uv_timer_stop(t);
-    uint64_t usec = sup->sd_watchdog_usec;
+    uint64_t usec = sd->watchdog_usec;
     if (usec)
         uv_timer_start(t, on_watchdog, usec / 2000, usec / 2000);
 }
 
-void cr_sd_init(struct cr_supervisor *sup)
+int cr_sd_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_sd **ret)
 {
-    sup->sd_notify = getenv("NOTIFY_SOCKET") != NULL;
+    struct cr_sd *sd = calloc(1, sizeof(*sd));
+    if (!sd)
+        return -ENOMEM;
+    sd->sup = sup;
+    uv_timer_init(loop, &sd->timer);
+    sd->timer.data = sd;
+    *ret = sd;
+    sd->notify = getenv("NOTIFY_SOCKET") != NULL;
     uint64_t usec = 0;
-    if (sup->sd_notify && sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000)
-        sup->sd_watchdog_usec = usec;
-    if (!sup->sd_notify)
-        return;
+    if (sd->notify && sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000)
+        sd->watchdog_usec = usec;
+    if (!sd->notify)
+        return 0;
     /* One timer: first the start grace (READY=1 even if some worker never
      * comes up), then the watchdog period. */
-    uint64_t grace = sup->cfg.start_timeout_ms;
-    if (sup->sd_watchdog_usec && sup->sd_watchdog_usec / 2000 < grace) {
-        uv_timer_start(&sup->sd_timer, on_watchdog, sup->sd_watchdog_usec / 2000,
-                       sup->sd_watchdog_usec / 2000);
-        return; /* the watchdog must keep running; readiness is tracked by cr_sd_update */
+    uint64_t grace = cr_supervisor_config(sup)->start_timeout_ms;
+    if (sd->watchdog_usec && sd->watchdog_usec / 2000 < grace) {
+        uv_timer_start(&sd->timer, on_watchdog, sd->watchdog_usec / 2000,
+                       sd->watchdog_usec / 2000);
+        return 0; /* the watchdog must keep running; readiness is tracked by update() */
     }
-    uv_timer_start(&sup->sd_timer, on_start_grace, grace, 0);
+    uv_timer_start(&sd->timer, on_start_grace, grace, 0);
+    return 0;
 }
 
-static void format_status(struct cr_supervisor *sup, char *buf, size_t len)
+static void format_status(const struct cr_supervisor *sup, char *buf, size_t len)
 {
     unsigned ready = cr_supervisor_count_ready(sup);
-    unsigned blocked = 0;
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        blocked += w->state == CR_WS_BLOCKED;
-    int n = snprintf(buf, len, "%u/%u workers ready", ready, sup->target);
+    unsigned blocked = cr_supervisor_count_state(sup, CR_WS_BLOCKED);
+    int n = snprintf(buf, len, "%u/%u workers ready", ready, cr_supervisor_target(sup));
     if (blocked)
         n += snprintf(buf + n, len - (size_t)n, " (%u blocked)", blocked);
     int64_t now = (int64_t)cr_wall_ms();
+    const struct cr_history *h = cr_supervisor_history(sup);
     uint64_t total = 0;
     char parts[256] = "";
     size_t pl = 0;
     for (int d = 0; d < _CR_DEATH_MAX; d++) {
-        uint64_t c = cr_history_count_last_hour(sup->history, (enum cr_death)d, now);
+        uint64_t c = cr_history_count_last_hour(h, (enum cr_death)d, now);
         if (!c)
             continue;
         total += c;
@@ -106,30 +133,71 @@ static void format_status(struct cr_supervisor *sup, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, ", 0 deaths in the last hour");
 }
 
-void cr_sd_update(struct cr_supervisor *sup)
+/* READY/STATUS as the table changes. */
+static void update(struct cr_sd *sd)
 {
+    const struct cr_supervisor *sup = sd->sup;
     char status[256];
     format_status(sup, status, sizeof(status));
-    if (sup->stopping)
+    if (cr_supervisor_stopping(sup))
         return;
-    bool all_ready = cr_supervisor_count_ready(sup) >= sup->target;
-    if (!sup->sd_ready_sent && all_ready) {
-        sup->sd_ready_sent = true;
+    bool reloading = cr_supervisor_reloading(sup);
+    bool all_ready = cr_supervisor_count_ready(sup) >= cr_supervisor_target(sup);
+    if (!sd->ready_sent && all_ready) {
+        sd->ready_sent = true;
         cr_log(CR_LOG_NOTICE, "ready: %s", status);
-        cr_sd_notify(sup, "READY=1\nSTATUS=%s", status);
-        snprintf(sup->sd_status, sizeof(sup->sd_status), "%s", status);
+        notifyf(sd, "READY=1\nSTATUS=%s", status);
+        snprintf(sd->status, sizeof(sd->status), "%s", status);
         return;
     }
-    if (sup->sd_ready_sent && !sup->reloading && strstr(sup->sd_status, "reloading")) {
+    if (sd->ready_sent && !reloading && strstr(sd->status, "reloading")) {
         /* A reload finished: READY=1 again closes RELOADING=1. */
-        cr_sd_notify(sup, "READY=1\nSTATUS=%s", status);
-        snprintf(sup->sd_status, sizeof(sup->sd_status), "%s", status);
+        notifyf(sd, "READY=1\nSTATUS=%s", status);
+        snprintf(sd->status, sizeof(sd->status), "%s", status);
         return;
     }
-    if (sup->reloading)
+    if (reloading)
         snprintf(status + strlen(status), sizeof(status) - strlen(status), "; reloading");
-    if (strcmp(status, sup->sd_status) != 0) {
-        snprintf(sup->sd_status, sizeof(sup->sd_status), "%s", status);
-        cr_sd_notify(sup, "STATUS=%s", status);
+    if (strcmp(status, sd->status) != 0) {
+        snprintf(sd->status, sizeof(sd->status), "%s", status);
+        notifyf(sd, "STATUS=%s", status);
     }
+}
+
+void cr_sd_on_event(void *userdata, const struct cr_event *ev)
+{
+    struct cr_sd *sd = userdata;
+    if (sd->closed)
+        return;
+    switch (ev->type) {
+    case CR_EV_TABLE:
+        update(sd);
+        break;
+    case CR_EV_RELOAD:
+        if (ev->phase == CR_RELOAD_STARTED)
+            notifyf(sd, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading: replacing every "
+                           "worker",
+                       (unsigned long long)(uv_hrtime() / 1000));
+        else
+            update(sd);
+        break;
+    case CR_EV_STOPPING:
+        /* Draining may take up to the stop timeout: tell systemd so it waits. */
+        notifyf(sd, "STOPPING=1\nSTATUS=stopping: draining workers\nEXTEND_TIMEOUT_USEC=%llu",
+                   (unsigned long long)(cr_supervisor_config(sd->sup)->stop_timeout_ms + 5000) *
+                       1000);
+        break;
+    case CR_EV_FINISHED:
+        sd->closed = true;
+        uv_close((uv_handle_t *)&sd->timer, NULL);
+        break;
+    default:
+        break;
+    }
+}
+
+struct cr_sd *cr_sd_free(struct cr_sd *sd)
+{
+    free(sd);
+    return NULL;
 }

@@ -1,10 +1,10 @@
 /* The supervisor core: the lifecycle table's actions, reaping, the restart
- * policy and rolling replacement. Spawning is in worker_spawn.c, what the
- * outside asks for (scale, reload, stop, start-up) in operations.c. */
+ * policy and rolling replacement. Forking is in worker_spawn.c, what the
+ * outside asks for (scale, reload, stop, start-up) in operations.c. What
+ * happens is published as events (events.h); no output is named here. */
 
-#include "internal.h"
+#include "supervisor.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,25 +16,16 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cr_config.h"
+#include "cgsetup.h"
 #include "history.h"
+#include "internal.h"
 #include "log.h"
 #include "trend.h"
-
-uint64_t cr_now_ms(const struct cr_supervisor *sup)
-{
-    return uv_now(sup->loop);
-}
-
-uint64_t cr_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
+#include "worker_death.h"
+#include "worker_io.h"
+#include "worker_spawn.h"
 
 static void on_deadline(uv_timer_t *t)
 {
@@ -43,9 +34,6 @@ static void on_deadline(uv_timer_t *t)
     cr_worker_event(w, CR_WE_DEADLINE);
 }
 
-/* The one deadline of a worker: `ms` from now, or none when ms is 0 and
- * `clear` is set. A zero delay still goes through the loop, so an action
- * never recurses into the table. */
 void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms)
 {
     w->deadline_at = cr_now_ms(w->sup) + ms;
@@ -64,8 +52,7 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
     if (!w)
         return NULL;
     w->sup = sup;
-    w->id = id;
-    w->state = CR_WS_BACKOFF;
+    w->id = id; /* state CR_WS_NEW: calloc's zero */
     uv_timer_init(sup->loop, &w->deadline);
     w->deadline.data = w;
     /* Keep the list ordered by id, replacements after the worker they replace. */
@@ -83,8 +70,8 @@ static void worker_freed(uv_handle_t *h)
     free(w);
 }
 
-/* Unlinks and frees a worker that has no process. */
-void cr_worker_remove(struct cr_worker *w)
+/* Unlinks and frees a worker that has no process (the REMOVE action). */
+static void worker_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     for (struct cr_worker **pp = &sup->workers; *pp; pp = &(*pp)->next)
@@ -96,7 +83,7 @@ void cr_worker_remove(struct cr_worker *w)
         w->replaces->replaced_by = NULL;
     if (w->replaced_by)
         w->replaced_by->replaces = NULL;
-    cr_memwatch_worker_gone(w);
+    w->samples = cr_trend_ring_free(w->samples);
     w->closing = true;
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
@@ -112,34 +99,38 @@ struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id)
     return found;
 }
 
-unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup)
+/* ---- events ------------------------------------------------------------- */
+
+int cr_supervisor_subscribe(struct cr_supervisor *sup, cr_event_fn fn, void *userdata)
 {
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if ((w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) && !w->retire_on_exit)
-            n++;
-    return n;
+    return cr_events_subscribe(&sup->events, fn, userdata);
 }
 
-const char *cr_worker_state_name(const struct cr_worker *w)
+void cr_supervisor_publish(struct cr_supervisor *sup, struct cr_event *ev)
 {
-    return cr_wstate_to_string(w->state);
+    cr_events_publish(&sup->events, ev);
 }
 
-void cr_supervisor_emit(struct cr_supervisor *sup, cJSON *obj);
-
-void cr_worker_emit(struct cr_worker *w, const char *event, const char *extra_key,
-                        const char *extra)
+void cr_supervisor_table_changed(struct cr_supervisor *sup)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", event);
-    cJSON_AddNumberToObject(o, "time_ms", (double)cr_wall_ms());
-    cJSON_AddNumberToObject(o, "worker", w->id);
-    cJSON_AddNumberToObject(o, "pid", w->pid);
-    cJSON_AddNumberToObject(o, "generation", w->generation);
-    if (extra_key)
-        cJSON_AddStringToObject(o, extra_key, extra ? extra : "");
-    cr_supervisor_emit(w->sup, o);
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_TABLE});
+}
+
+static struct cr_event worker_event(const struct cr_worker *w, enum cr_event_type type)
+{
+    return (struct cr_event){
+        .type = type, .worker = w->id, .pid = w->pid, .generation = w->generation,
+        .from = w->prev, .to = w->state,
+    };
+}
+
+/* A state change, told under the control protocol's name for it. */
+static void publish_state(struct cr_worker *w, const char *name, const char *reason)
+{
+    struct cr_event ev = worker_event(w, CR_EV_WORKER_STATE);
+    ev.name = name;
+    ev.reason = reason;
+    cr_supervisor_publish(w->sup, &ev);
 }
 
 void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text)
@@ -154,8 +145,10 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
         snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
     /* Through the pidfd: the signal can only reach this process, never a
      * newer one that reused its pid. */
-    extern int cr_io_pidfd(const struct cr_worker *w);
-    if (syscall(SYS_pidfd_send_signal, cr_io_pidfd(w), sig, NULL, 0) < 0 && errno != ESRCH)
+    int pidfd = cr_io_pidfd(w);
+    int r = pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0)
+                       : kill(w->pid, sig); /* no pidfd: still unreaped, so still ours */
+    if (r < 0 && errno != ESRCH)
         cr_log_event(CR_LOG_WARNING, "signal-failed", w->id, w->pid, NULL,
                      "worker %d: sending signal %d failed: %s", w->id, sig, strerror(errno));
 }
@@ -208,8 +201,10 @@ void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
                                "old workers keep serving", sup->reload_failed);
         else
             cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
+        struct cr_event ev = {.type = CR_EV_RELOAD, .phase = CR_RELOAD_FINISHED,
+                              .failed = sup->reload_failed};
         sup->reload_failed = 0;
-        cr_sd_update(sup);
+        cr_supervisor_publish(sup, &ev);
     }
 }
 
@@ -223,7 +218,9 @@ void cr_worker_recycle(struct cr_worker *w, const char *why)
     snprintf(w->recycle_text, sizeof(w->recycle_text), "%s", why);
     cr_log_event(CR_LOG_NOTICE, "recycle", w->id, w->pid, NULL, "worker %d: recycle: %s", w->id,
                  why);
-    cr_worker_emit(w, "recycling", "reason", why);
+    struct cr_event ev = worker_event(w, CR_EV_WORKER_RECYCLE);
+    ev.reason = why;
+    cr_supervisor_publish(w->sup, &ev);
     cr_supervisor_pump_recycles(w->sup);
 }
 
@@ -244,6 +241,9 @@ void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *t
 
 /* ---- the lifecycle table's actions ------------------------------------- */
 
+/* An action's answer when no decision follows. */
+#define NOTHING _CR_WE_MAX
+
 static void arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
@@ -253,13 +253,18 @@ static void arm_watchdog(struct cr_worker *w)
         cr_worker_clear_deadline(w);
 }
 
-static void act_become_ready(struct cr_worker *w)
+static enum cr_wevent act_none(struct cr_worker *w)
+{
+    return NOTHING;
+}
+
+static enum cr_wevent act_become_ready(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     w->ready_at = cr_now_ms(sup);
     cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms",
                  w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at));
-    cr_worker_emit(w, "ready", NULL, NULL);
+    publish_state(w, "ready", NULL);
     arm_watchdog(w);
     if (w->replaces) {
         struct cr_worker *old = w->replaces;
@@ -267,35 +272,53 @@ static void act_become_ready(struct cr_worker *w)
         old->replaced_by = NULL;
         cr_worker_drain(old, CR_KILL_RECYCLE, old->recycle_text[0] ? old->recycle_text : "recycled");
     }
-    cr_sd_update(sup);
+    cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
+    return NOTHING;
 }
 
-static void act_flag_blocked(struct cr_worker *w)
+static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
+{
+    arm_watchdog(w);
+    return NOTHING;
+}
+
+static enum cr_wevent act_flag_blocked(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
     uint64_t silent = cr_now_ms(w->sup) - w->last_report_at;
     cr_log_event(CR_LOG_WARNING, "blocked", w->id, w->pid, NULL,
                  "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)", w->id,
                  (unsigned long long)silent, (unsigned long long)c->watchdog_ms);
-    cr_worker_emit(w, "blocked", NULL, NULL);
+    publish_state(w, "blocked", NULL);
     if (c->hang_timeout_ms)
         cr_worker_set_deadline(w, c->hang_timeout_ms > silent ? c->hang_timeout_ms - silent : 0);
-    cr_sd_update(w->sup);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
 }
 
-static void act_unblock(struct cr_worker *w)
+static enum cr_wevent act_unblock(struct cr_worker *w)
 {
     cr_log_event(CR_LOG_NOTICE, "unblocked", w->id, w->pid, NULL,
                  "worker %d unblocked: heartbeat again", w->id);
-    cr_worker_emit(w, "unblocked", NULL, NULL);
+    publish_state(w, "unblocked", NULL);
     arm_watchdog(w);
-    cr_sd_update(w->sup);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_kill_start_timeout(struct cr_worker *w)
+{
+    cr_log_event(CR_LOG_ERR, "start-timeout", w->id, w->pid, NULL,
+                 "worker %d not ready after %llu ms: SIGKILL", w->id,
+                 (unsigned long long)w->sup->cfg.start_timeout_ms);
+    cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "no READY=1 in time");
+    return NOTHING;
 }
 
 #define HANG_ABORT_GRACE_MS 2000
 
-static void act_kill_hang(struct cr_worker *w)
+static enum cr_wevent act_kill_hang(struct cr_worker *w)
 {
     char text[128];
     snprintf(text, sizeof(text), "no heartbeat for %llu ms (hang timeout %llu ms)",
@@ -306,83 +329,39 @@ static void act_kill_hang(struct cr_worker *w)
                  HANG_ABORT_GRACE_MS);
     cr_worker_signal(w, SIGABRT, CR_KILL_HANG, text);
     cr_worker_set_deadline(w, HANG_ABORT_GRACE_MS);
+    return NOTHING;
 }
 
-static void act_send_term(struct cr_worker *w)
+static enum cr_wevent act_kill_hard(struct cr_worker *w)
+{
+    cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
+                 "worker %d survived SIGABRT: SIGKILL", w->id);
+    cr_worker_signal(w, SIGKILL, CR_KILL_HANG, NULL);
+    return NOTHING;
+}
+
+static enum cr_wevent act_send_term(struct cr_worker *w)
 {
     enum cr_kill_reason why = w->kill_reason != CR_KILL_NONE ? w->kill_reason : CR_KILL_STOP;
     cr_log_event(CR_LOG_INFO, "draining", w->id, w->pid, NULL,
                  "worker %d draining (%s%s%s): SIGTERM, SIGKILL after %llu ms", w->id,
                  cr_kill_reason_to_string(why), w->kill_text[0] ? ": " : "", w->kill_text,
                  (unsigned long long)w->sup->cfg.stop_timeout_ms);
-    cr_worker_emit(w, "draining", "reason", cr_kill_reason_to_string(why));
+    publish_state(w, "draining", cr_kill_reason_to_string(why));
     cr_worker_signal(w, SIGTERM, why, NULL);
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
-    cr_sd_update(w->sup);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
 }
 
-static void act_reap(struct cr_worker *w);
-
-void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
+static enum cr_wevent act_kill_stop_timeout(struct cr_worker *w)
 {
-    const struct cr_transition *t = cr_lifecycle_step(w->state, e);
-    if (!t)
-        return;
-    w->state = t->next;
-    switch (t->action) {
-    case CR_WA_NONE:
-        break;
-    case CR_WA_BECOME_READY:
-        act_become_ready(w);
-        break;
-    case CR_WA_ARM_WATCHDOG:
-        arm_watchdog(w);
-        break;
-    case CR_WA_FLAG_BLOCKED:
-        act_flag_blocked(w);
-        break;
-    case CR_WA_UNBLOCK:
-        act_unblock(w);
-        break;
-    case CR_WA_KILL_START_TIMEOUT:
-        cr_log_event(CR_LOG_ERR, "start-timeout", w->id, w->pid, NULL,
-                     "worker %d not ready after %llu ms: SIGKILL", w->id,
-                     (unsigned long long)w->sup->cfg.start_timeout_ms);
-        cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "no READY=1 in time");
-        break;
-    case CR_WA_KILL_HANG:
-        act_kill_hang(w);
-        break;
-    case CR_WA_KILL_HARD:
-        cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
-                     "worker %d survived SIGABRT: SIGKILL", w->id);
-        cr_worker_signal(w, SIGKILL, CR_KILL_HANG, NULL);
-        break;
-    case CR_WA_SEND_TERM:
-        act_send_term(w);
-        break;
-    case CR_WA_KILL_STOP_TIMEOUT:
-        cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL,
-                     "worker %d still draining after %llu ms: SIGKILL", w->id,
-                     (unsigned long long)w->sup->cfg.stop_timeout_ms);
-        cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, NULL);
-        break;
-    case CR_WA_REAP:
-        act_reap(w);
-        break;
-    case CR_WA_SPAWN:
-        cr_worker_start(w);
-        break;
-    case CR_WA_RETIRE:
-        cr_worker_clear_deadline(w);
-        cr_worker_remove(w);
-        break;
-    case _CR_WA_MAX:
-        break;
-    }
+    cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL,
+                 "worker %d still draining after %llu ms: SIGKILL", w->id,
+                 (unsigned long long)w->sup->cfg.stop_timeout_ms);
+    cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, NULL);
+    return NOTHING;
 }
-
-/* ---- death -------------------------------------------------------------- */
 
 struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup)
 {
@@ -414,100 +393,30 @@ static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptim
     cr_log_event(CR_LOG_WARNING, "replacement-failed", r->id, 0, NULL,
                  "worker %d: the replacement died before it was ready; the old worker keeps "
                  "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
-    cr_worker_remove(r);
-    cr_supervisor_pump_recycles(sup);
 }
 
-static void log_death(struct cr_worker *w, const struct cr_postmortem *pm)
-{
-    char status[40], peak[48], line[2048];
-    snprintf(status, sizeof(status), "CORRAL_EXIT_STATUS=%d", pm->shell_status);
-    snprintf(peak, sizeof(peak), "CORRAL_MEMORY_PEAK=%llu", (unsigned long long)pm->cg_peak);
-    char death[48];
-    snprintf(death, sizeof(death), "CORRAL_DEATH=%s", cr_death_to_string(pm->category));
-    char gen[40];
-    snprintf(gen, sizeof(gen), "CORRAL_GENERATION=%llu", (unsigned long long)pm->generation);
-    cr_postmortem_format_logfmt(pm, line, sizeof(line));
-    char pmf[2100];
-    snprintf(pmf, sizeof(pmf), "CORRAL_POSTMORTEM=%s", line);
-    const char *fields[] = {death, status, peak, gen, pmf, NULL};
-    bool bad = !pm->planned && pm->category != CR_DEATH_EXIT_CLEAN;
-    cr_log_event(bad ? CR_LOG_WARNING : CR_LOG_INFO, "died", w->id, w->pid, fields,
-                 "worker %d (pid %d) died: %s — %s", w->id, (int)w->pid,
-                 cr_death_to_string(pm->category), pm->reason);
-}
-
-static void act_reap(struct cr_worker *w)
+/* Classifies and records the death, then decides what follows it. */
+static enum cr_wevent act_reap(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
-    cr_io_drain_output(w);
-
-    char tail[CR_STDERR_TAIL];
-    size_t tail_len = 0;
-    cr_io_tail(w, tail, &tail_len);
-
-    struct cr_postmortem *pm = calloc(1, sizeof(*pm));
+    struct cr_postmortem *pm = cr_worker_postmortem(w, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
-    struct cr_death_evidence ev = {
-        .cld_code = w->wait_code,
-        .cld_status = w->wait_status,
-        .exec_failed = w->exec_errno != 0,
-        .exec_errno = w->exec_errno,
-        .kill_reason = w->kill_reason,
-        .kill_signal = w->kill_signal,
-        .kill_sigmask = w->kill_sigmask,
-        .kill_text = w->kill_text[0] ? w->kill_text : NULL,
-        .fatal_heap_limit = w->fatal_heap_limit,
-        .heap_used = w->last.heap_used,
-        .heap_limit = w->last.heap_limit,
-        .stderr_tail = tail,
-        .stderr_len = tail_len,
-        .uptime_ms = now - w->spawned_at,
-    };
-    cr_cg_worker_evidence(w, &ev, pm);
-
-    struct cr_death_result res;
-    if (cr_death_classify(&ev, &res) < 0) {
-        res = (struct cr_death_result){.category = CR_DEATH_SIGNAL, .exit_code = -1};
-        snprintf(res.reason, sizeof(res.reason), "unclassifiable wait status %d/%d", w->wait_code,
-                 w->wait_status);
-    }
-    pm->worker_id = (unsigned)w->id;
-    pm->pid = w->pid;
-    pm->generation = w->generation;
-    pm->start_ms = (int64_t)w->spawned_wall_ms;
-    pm->end_ms = (int64_t)cr_wall_ms();
-    pm->uptime_ms = ev.uptime_ms;
-    pm->rss = w->rss ? w->rss : w->last.rss;
-    pm->heap_used = w->last.heap_used;
-    pm->heap_total = w->last.heap_total;
-    pm->heap_limit = w->last.heap_limit;
-    pm->external = w->last.external;
-    pm->loop_delay_max_us = w->last.delay_max_us;
-    cr_postmortem_set_death(pm, &res);
-    cr_postmortem_set_stderr(pm, tail, tail_len);
     cr_history_push(sup->history, pm);
-    sup->deaths_by_category[res.category]++;
-    if (res.category == CR_DEATH_OOM_OWN_LIMIT || res.category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
-        res.category == CR_DEATH_OOM_SYSTEM)
+    sup->deaths_by_category[pm->category]++;
+    if (pm->category == CR_DEATH_OOM_OWN_LIMIT || pm->category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
+        pm->category == CR_DEATH_OOM_SYSTEM)
         w->oom_kills++;
-    snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(res.category));
-    snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", res.reason);
-    log_death(w, pm);
-
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "event", "died");
-    cJSON_AddNumberToObject(o, "time_ms", (double)cr_wall_ms());
-    cJSON_AddNumberToObject(o, "worker", w->id);
-    cJSON_AddNumberToObject(o, "pid", w->pid);
-    cJSON_AddNumberToObject(o, "generation", w->generation);
-    cJSON_AddStringToObject(o, "category", cr_death_to_string(res.category));
-    cJSON_AddStringToObject(o, "reason", res.reason);
-    cJSON_AddItemToObject(o, "postmortem", cr_postmortem_to_json(pm));
-    cr_supervisor_emit(sup, o);
+    snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(pm->category));
+    snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", pm->reason);
+    struct cr_event died = worker_event(w, CR_EV_WORKER_DIED);
+    died.reason = pm->reason;
+    died.postmortem = pm;
+    cr_supervisor_publish(sup, &died);
+    bool planned = pm->planned, exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
+    uint64_t uptime = (uint64_t)pm->uptime_ms;
     free(pm);
 
     cr_cg_worker_release(w);
@@ -515,45 +424,163 @@ static void act_reap(struct cr_worker *w)
     w->recycle_queued = false; /* a recycle asked of this process died with it */
 
     /* What follows the death. */
-    if (w->retire_on_exit || sup->stopping) {
-        cr_worker_remove(w);
-        cr_sd_update(sup);
-        return;
-    }
+    if (w->retire_on_exit || sup->stopping)
+        return CR_WE_RETIRE;
     if (w->replaced_by) {
         /* Died while its replacement was starting: the replacement owns the slot now. */
         w->replaced_by->replaces = NULL;
         w->replaced_by->oom_kills = w->oom_kills;
         w->replaced_by->restarts = w->restarts;
         w->replaced_by = NULL;
-        cr_worker_remove(w);
-        cr_sd_update(sup);
-        return;
+        return CR_WE_RETIRE;
     }
     if (w->replaces) {
-        replacement_failed(w, now, ev.uptime_ms);
-        return;
+        replacement_failed(w, now, uptime);
+        return CR_WE_RETIRE;
     }
     struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d =
-        cr_restart_decide(&p, &w->restart, now, ev.uptime_ms, res.planned);
-    if (res.category == CR_DEATH_EXEC_FAILED) {
+    w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
+    if (exec_failed) {
         /* Nothing will change by retrying fast: the program is not there. */
-        d = (struct cr_restart_decision){.next = CR_WS_FAILED, .delay_ms = p.failed_retry_ms};
+        w->decision = (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
+                                                   .delay_ms = p.failed_retry_ms};
     }
     w->restarts++;
-    w->state = d.next;
-    if (d.next == CR_WS_FAILED) {
-        cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL,
-                     "worker %d FAILED: %s; retrying every %llu ms", w->id,
-                     d.crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
-                     (unsigned long long)d.delay_ms);
-        cr_worker_emit(w, "failed", "reason", d.crash_loop ? "crash-loop" : "exec-failed");
-    } else if (d.delay_ms) {
-        cr_log_event(CR_LOG_INFO, "backoff", w->id, 0, NULL, "worker %d restarts in %llu ms",
-                     w->id, (unsigned long long)d.delay_ms);
-    }
-    cr_worker_set_deadline(w, d.delay_ms);
-    cr_sd_update(sup);
+    return w->decision.event;
 }
 
+/* Forks and execs the next generation; a failure is an event of its own. */
+static enum cr_wevent act_spawn(struct cr_worker *w)
+{
+    int r = cr_worker_spawn(w);
+    if (r < 0) {
+        cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
+                     w->id, strerror(-r));
+        return CR_WE_SPAWN_FAILED;
+    }
+    cr_worker_set_deadline(w, w->sup->cfg.start_timeout_ms);
+    publish_state(w, "spawned", NULL);
+    return NOTHING;
+}
+
+/* Fork or the cgroup failed: an unplanned death without a process, so the
+ * restart policy throttles it. A failed replacement leaves the old worker
+ * serving. */
+static enum cr_wevent act_spawn_failed(struct cr_worker *w)
+{
+    if (w->replaces)
+        return CR_WE_RETIRE;
+    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
+    w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), 0, false);
+    return w->decision.event;
+}
+
+static enum cr_wevent act_arm_restart(struct cr_worker *w)
+{
+    if (w->decision.delay_ms)
+        cr_log_event(CR_LOG_INFO, "backoff", w->id, 0, NULL, "worker %d restarts in %llu ms",
+                     w->id, (unsigned long long)w->decision.delay_ms);
+    cr_worker_set_deadline(w, w->decision.delay_ms);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_mark_failed(struct cr_worker *w)
+{
+    const struct cr_restart_decision *d = &w->decision;
+    cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying every %llu ms",
+                 w->id, d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
+                 (unsigned long long)d->delay_ms);
+    publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
+    cr_worker_set_deadline(w, d->delay_ms);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_remove(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    cr_worker_clear_deadline(w);
+    worker_remove(w);
+    cr_supervisor_table_changed(sup);
+    cr_supervisor_pump_recycles(sup);
+    return NOTHING;
+}
+
+typedef enum cr_wevent (*action_fn)(struct cr_worker *w);
+
+/* What each action of the table does; every action has a function. */
+static const action_fn actions[_CR_WA_MAX] = {
+    [CR_WA_NONE] = act_none,
+    [CR_WA_BECOME_READY] = act_become_ready,
+    [CR_WA_ARM_WATCHDOG] = act_arm_watchdog,
+    [CR_WA_FLAG_BLOCKED] = act_flag_blocked,
+    [CR_WA_UNBLOCK] = act_unblock,
+    [CR_WA_KILL_START_TIMEOUT] = act_kill_start_timeout,
+    [CR_WA_KILL_HANG] = act_kill_hang,
+    [CR_WA_KILL_HARD] = act_kill_hard,
+    [CR_WA_SEND_TERM] = act_send_term,
+    [CR_WA_KILL_STOP_TIMEOUT] = act_kill_stop_timeout,
+    [CR_WA_REAP] = act_reap,
+    [CR_WA_SPAWN] = act_spawn,
+    [CR_WA_SPAWN_FAILED] = act_spawn_failed,
+    [CR_WA_ARM_RESTART] = act_arm_restart,
+    [CR_WA_MARK_FAILED] = act_mark_failed,
+    [CR_WA_REMOVE] = act_remove,
+};
+
+/* The only place a worker's state changes. An action may answer with a
+ * follow-up event (the restart policy's decision, a failed fork); the
+ * table says where that leads, so no action ever assigns a state. */
+void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
+{
+    while (e != NOTHING) {
+        const struct cr_transition *t = cr_lifecycle_step(w->state, e);
+        if (!t)
+            return;
+        w->prev = w->state;
+        w->state = t->next;
+        e = actions[t->action](w);
+    }
+}
+
+void cr_worker_reaped(struct cr_worker *w)
+{
+    cr_worker_event(w, CR_WE_EXIT);
+}
+
+void cr_worker_start(struct cr_worker *w)
+{
+    cr_worker_event(w, CR_WE_START);
+}
+
+/* ---- the end ------------------------------------------------------------ */
+
+static void close_cb_noop(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void finish_stop(uv_timer_t *t)
+{
+    struct cr_supervisor *sup = t->data;
+    cr_log(CR_LOG_NOTICE, "every worker is gone; exiting");
+    /* The outputs and the other inputs close theirs. */
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_FINISHED});
+    uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->cg_trash_timer,
+                         (uv_handle_t *)&sup->finish_timer};
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
+            uv_close(hs[i], close_cb_noop);
+}
+
+/* Once stopping and empty, exit from the next loop turn: a control client
+ * whose `stop` emptied the table still gets its answer queued first. */
+void cr_supervisor_maybe_finish(struct cr_supervisor *sup)
+{
+    if (!sup->stopping || sup->workers || sup->finish_timer.type == UV_UNKNOWN_HANDLE ||
+        uv_is_active((uv_handle_t *)&sup->finish_timer) ||
+        uv_is_closing((uv_handle_t *)&sup->finish_timer))
+        return;
+    uv_timer_start(&sup->finish_timer, finish_stop, 0, 0);
+}

@@ -1,6 +1,12 @@
-/* cr_supervisor: the worker table and everything that drives it — spawn,
- * the lifecycle table's actions, reaping, restart policy, rolling
- * replacement, and the hooks the control socket and systemd use.
+/* cr_supervisor: the core of corrald — the worker table and the lifecycle
+ * table's actions, reaping, the restart policy and rolling replacement.
+ *
+ * Dependencies point one way. The core publishes events (events.h) and
+ * knows nothing of systemd, the control socket, metrics or the journal;
+ * the inputs (worker notify messages, memory samples, control commands,
+ * signals) call down into it through this header and operations.h. The
+ * struct layouts are in internal.h, which views never include: they read
+ * through view.h.
  *
  * One struct cr_supervisor per corrald; workers hang off it (no globals).
  * Single-threaded: everything runs on the supervisor's libuv loop.
@@ -9,188 +15,63 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
-#include <uv.h>
 
-#include "config.h"
 #include "death.h"
+#include "events.h"
 #include "lifecycle.h"
-#include "listen.h"
-#include "notify.h"
-#include "spawn.h"
-#include "cr_cgroup.h"
 
-struct cr_cgroup;
+struct cr_supervisor;
+struct cr_worker;
+struct cr_config;
 struct cr_history;
-struct cr_postmortem;
-struct cr_control;
-struct cr_trend_ring;
-struct cr_wio;
-struct cJSON;
+struct cr_listener;
 
-#define CR_STDERR_TAIL 4096
-
-struct cr_worker {
-    struct cr_supervisor *sup;
-    struct cr_worker *next;
-
-    int id;              /* slot number, 1..N: CORRAL_WORKER_ID */
-    unsigned generation; /* CORRAL_GENERATION: one more for every process in this slot */
-    pid_t pid;           /* 0 when no process */
-    enum cr_wstate state;
-
-    /* The one deadline. */
-    uv_timer_t deadline;
-    uint64_t deadline_at; /* loop ms, 0 = none */
-
-    /* This generation's descriptors and their polls (pidfd, output,
-     * notify stream, OOM watch); freed on its own once its handles closed,
-     * so a reaped generation never holds up the next one. */
-    struct cr_wio *io;
-    int exec_errno;
-    int wait_code, wait_status; /* from waitid, for the reaper */
-
-    char out_line[1024];
-    size_t out_line_len;
-    char tail[CR_STDERR_TAIL]; /* ring of the last output bytes */
-    size_t tail_len;
-    size_t tail_head;
-    struct cr_notify_stream nstream;
-
-    struct cr_cgroup *cg;
-    unsigned oom_events;            /* OOM events seen this generation */
-    struct cr_cgroup_events seen;   /* counters at the last OOM-watch wake-up */
-    struct cr_oom_delta own0, anc0; /* counters at spawn */
-    uint64_t vmstat_oom0;
-    bool heartbeats;                /* the worker has sent WATCHDOG=1 */
-
-    bool closing; /* the deadline timer is closing; freed in its close_cb */
-
-    /* Timing (loop ms, and wall ms for reports). */
-    uint64_t spawned_at;
-    uint64_t spawned_wall_ms;
-    uint64_t ready_at;
-    uint64_t last_report_at;
-
-    /* Latest report from the worker. */
-    struct cr_notify_msg last;
-    bool fatal_heap_limit;
-    char status_text[256];
-
-    /* corrald's ledger of what it did to this process. */
-    enum cr_kill_reason kill_reason;
-    int kill_signal;
-    uint64_t kill_sigmask;
-    char kill_text[192];
-
-    /* Slot-level restart bookkeeping (moves to the replacement). */
-    struct cr_restart_state restart;
-    unsigned restarts;
-    unsigned oom_kills; /* kernel OOM kills of this slot, all generations */
-    uint64_t max_requests; /* this generation's cap with jitter, 0 = none */
-
-    /* Handover: a replacement starting for `replaces`; the old one is
-     * drained once this one is ready. */
-    struct cr_worker *replaces;
-    struct cr_worker *replaced_by;
-    bool retire_on_exit; /* do not restart: stop, scale-down, or handed over */
-    bool recycle_queued;
-    char recycle_text[192]; /* why the queued recycle was asked for */
-    uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
-
-    /* Memory watch. */
-    struct cr_trend_ring *samples;
-    uint64_t rss, cg_usage, cg_peak, cg_limit;
-    unsigned soft_over; /* consecutive samples above the soft limit */
-    int verdict;        /* enum cr_verdict */
-    char verdict_text[256];
-    uint64_t soft_crossed_at; /* loop ms when usage first crossed the soft limit */
-
-    /* The last death in this slot, for status. */
-    char last_death[32];
-    char last_death_reason[CR_DEATH_REASON_MAX];
-};
-
-struct cr_supervisor {
-    uv_loop_t *loop;
-    struct cr_config cfg;
-    uint64_t started_at;
-    uint64_t started_wall_ms;
-
-    struct cr_listener listener;
-    char notify_addr[108];
-    int notify_fd;
-    uv_poll_t notify_poll;
-
-    struct cr_worker *workers;
-    unsigned target;
-    unsigned *generations; /* per slot id: the last generation handed out */
-    size_t ngenerations;
-    unsigned reload_failed; /* replacements of the running reload that died */
-    uv_timer_t finish_timer; /* exits the loop once stopping and empty */
-
-    /* cgroups */
-    bool cgroups;
-    int cg_layout; /* enum cr_cgroup_layout */
-    char *cg_base;    /* rel path: workers live in <cg_base>/workers */
-    bool cg_base_created; /* --cgroup-parent did not exist: remove it at exit */
-    struct cr_cgroup *cg_workers;
-    struct cr_cgroup **cg_ancestors; /* enclosing groups whose limits count as "ancestor" */
-    size_t cg_nancestors;
-    struct cr_cgroup **cg_trash; /* groups to remove once the kernel lets us */
-    size_t cg_ntrash;
-    uv_timer_t cg_trash_timer;
-
-    struct cr_history *history;
-    unsigned deaths_by_category[_CR_DEATH_MAX];
-
-    uv_signal_t sig_term, sig_int, sig_hup;
-    uv_timer_t sample_timer;
-    uv_timer_t sd_timer;
-
-    bool stopping;
-    bool reloading;
-    int exit_code;
-
-    /* systemd */
-    bool sd_notify;
-    bool sd_ready_sent;
-    uint64_t sd_watchdog_usec;
-    char sd_status[256];
-
-    struct cr_control *control;
-    char *worker_path;
-};
-
-/* Setup: binds, opens sockets, prepares cgroups, spawns N workers. Logs
- * what goes wrong and returns -errno. */
-int cr_supervisor_start(struct cr_supervisor *sup, uv_loop_t *loop);
-/* Frees what start made (after the loop ended). */
-void cr_supervisor_done(struct cr_supervisor *sup);
-
-/* Operations (control socket, signals). */
-void cr_supervisor_stop(struct cr_supervisor *sup);
-void cr_supervisor_reload(struct cr_supervisor *sup, const char *why);
-int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n);
-int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why);
-int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig);
-int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *value, char *err,
-                      size_t errlen);
-struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id);
-/* The worker currently serving slot id (ready or starting, not draining). */
-unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup);
+/* ---- the lifecycle ------------------------------------------------------- */
 
 /* A lifecycle event for one worker: looks up the table and runs the action. */
 void cr_worker_event(struct cr_worker *w, enum cr_wevent e);
+/* The process was reaped (worker_io.c's exit watch): the EXIT event. */
+void cr_worker_reaped(struct cr_worker *w);
 
-/* Events pushed to control subscribers and the log. obj is taken. */
-void cr_supervisor_emit(struct cr_supervisor *sup, struct cJSON *obj);
+/* Queues a rolling replacement of w (memory soft limit, request cap,
+ * lifetime, reload, restart). Ignored when w cannot be recycled now. */
+void cr_worker_recycle(struct cr_worker *w, const char *why);
 
-/* JSON views (status.c). */
-struct cJSON *cr_status_json(struct cr_supervisor *sup);
-struct cJSON *cr_worker_json(struct cr_worker *w);
-/* Prometheus text (metrics.c); caller frees. */
-char *cr_metrics_text(struct cr_supervisor *sup);
+/* Asks a worker to go away for good (stop, scale-down, handed over). */
+void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text);
 
-uint64_t cr_now_ms(const struct cr_supervisor *sup);
-uint64_t cr_wall_ms(void);
+/* Sends sig through the worker's pidfd and notes it in the death ledger. */
+void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text);
+
+/* ---- for operations.c: the table's bookkeeping ---------------------------- */
+
+/* A new process-less worker in slot id, linked into the table (NULL: no memory). */
+struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
+/* The one deadline of a worker, `ms` from now. A zero delay still goes
+ * through the loop, so an action never recurses into the table. */
+void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
+void cr_worker_clear_deadline(struct cr_worker *w);
+/* The START event: spawns the first generation of a new worker, or — when
+ * even fork or the cgroup fails — lets the restart policy throttle it. */
+void cr_worker_start(struct cr_worker *w);
+/* Starts queued replacements up to --recycle-parallel; ends a reload. */
+void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
+/* Once stopping and empty, closes the core and publishes CR_EV_FINISHED
+ * from the next loop turn. */
+void cr_supervisor_maybe_finish(struct cr_supervisor *sup);
+struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup);
+
+/* ---- events --------------------------------------------------------------- */
+
+/* Adds a subscriber to everything the core publishes (main.c, at start-up). */
+int cr_supervisor_subscribe(struct cr_supervisor *sup, cr_event_fn fn, void *userdata);
+/* Publishes ev to every subscriber. */
+void cr_supervisor_publish(struct cr_supervisor *sup, struct cr_event *ev);
+/* Publishes CR_EV_TABLE: readiness or the counts may have changed. */
+void cr_supervisor_table_changed(struct cr_supervisor *sup);
+
+/* ---- lookup ------------------------------------------------------------- */
+
+/* The worker currently serving slot id (not the replacement starting for it). */
+struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id);
+/* Workers that serve: ready or blocked, not retiring. */

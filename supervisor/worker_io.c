@@ -1,18 +1,20 @@
 /* The descriptors of one worker generation: its pidfd (exit), its output
  * pipe (forwarded to corrald's log, tail kept for the post-mortem), the
  * stream form of the notify protocol, and the cgroup OOM watch. Also the
- * shared datagram notify socket. */
-#include "internal.h"
+ * shared datagram notify socket. What they deliver goes to sup->io_sink. */
+#include "worker_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cr_cgroup.h"
+#include "internal.h"
 #include "log.h"
 
 enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_MAX };
@@ -57,9 +59,9 @@ static void io_release(struct cr_worker *w)
         return;
     w->io = NULL;
     io->w = NULL;
-    io->open++; /* hold it while closing the polls */
     for (int i = 0; i < IO_MAX; i++)
         io_stop(io, i);
+    /* Drops the worker's own reference (see cr_io_adopt). */
     uv_handle_t fake = {.data = io};
     io_closed(&fake);
 }
@@ -170,7 +172,7 @@ static void on_nstream(uv_poll_t *p, int status, int events)
             break;
         struct cr_notify_msg m;
         cr_notify_parse(msg, mlen, &m, NULL);
-        cr_io_handle_notify(w, &m);
+        w->sup->io_sink->message(w, &m);
         if (!io->w)
             return;
     }
@@ -202,22 +204,31 @@ static void on_oom(uv_poll_t *p, int status, int events)
         char why[96];
         snprintf(why, sizeof(why), "memory.high reached (%llu high events)",
                  (unsigned long long)ev.high);
-        cr_worker_recycle(w, why);
+        w->sup->io_sink->recycle(w, why);
     }
     w->seen = ev;
 }
 
-static void on_exit_ready(uv_poll_t *p, int status, int events)
+/* The one place a worker is reaped, whichever way its exit was noticed
+ * (its pidfd, or SIGCHLD where there is no pidfd). Returns false when the
+ * process has not exited yet. */
+static bool reap(struct cr_worker *w)
 {
-    struct cr_wio *io = p->data;
-    struct cr_worker *w = io->w;
-    if (!w)
-        return;
+    struct cr_wio *io = w->io;
     siginfo_t si = {0};
+    /* Peek first: while the exited worker is a zombie its pid and process
+     * group cannot be reused, so without a cgroup the rest of its process
+     * group can still be killed safely (a worker runs setsid()). With a
+     * cgroup, releasing the group kills what is left in it. */
+    if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0)
+        return false;
+    if (!w->cg && si.si_pid == w->pid)
+        kill(-w->pid, SIGKILL);
+    memset(&si, 0, sizeof(si));
     /* Reap this pid only, keeping the siginfo (CLD_DUMPED included). */
     if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG) < 0) {
         if (errno == EINTR)
-            return;
+            return false;
         /* Not ours to reap any more (ECHILD): never spin on a readable
          * pidfd; record what we know. */
         cr_log_event(CR_LOG_ERR, "lost", w->id, w->pid, NULL,
@@ -225,15 +236,55 @@ static void on_exit_ready(uv_poll_t *p, int status, int events)
         si.si_code = CLD_EXITED;
         si.si_status = 255;
     } else if (si.si_pid == 0) {
-        return;
+        return false;
     }
     w->wait_code = si.si_code;
     w->wait_status = si.si_status;
-    io_stop(io, IO_PID);
-    cr_worker_event(w, CR_WE_EXIT);
+    if (io)
+        io_stop(io, IO_PID);
+    w->sup->io_sink->exited(w);
     /* The reaper has read what it needed: the rest of the generation goes. */
-    if (w->io == io)
+    if (io && w->io == io)
         io_release(w);
+    return true;
+}
+
+static void on_exit_ready(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    if (io->w)
+        reap(io->w);
+}
+
+static struct cr_worker *worker_of_pid(struct cr_supervisor *sup, pid_t pid)
+{
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (w->pid == pid)
+            return w;
+    return NULL;
+}
+
+void cr_io_reap_children(struct cr_supervisor *sup)
+{
+    /* Bounded per wake-up: SIGCHLD coalesces, and the next one (or the
+     * next worker exit) brings us back for whatever is left. */
+    for (unsigned n = 0; n < 4096; n++) {
+        siginfo_t si = {0};
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            return;
+        struct cr_worker *w = worker_of_pid(sup, si.si_pid);
+        if (w) {
+            if (!reap(w))
+                return;
+            continue;
+        }
+        /* An orphan of some worker, re-parented to corrald (a subreaper,
+         * or PID 1 in a container): nobody else will ever reap it. */
+        pid_t orphan = si.si_pid;
+        if (waitid(P_PID, (id_t)orphan, &si, WEXITED | WNOHANG) < 0)
+            return;
+        sup->orphans_reaped++;
+    }
 }
 
 static int io_poll(struct cr_wio *io, uv_loop_t *loop, int which, uv_poll_cb cb)
@@ -259,6 +310,10 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
         return -ENOMEM;
     }
     io->w = w;
+    /* The worker's reference: the generation lives until io_release(), not
+     * merely while some poll is open (without a pidfd, the output and
+     * stream polls may all reach EOF before the worker is reaped). */
+    io->open = 1;
     io->fd[IO_PID] = pidfd;
     io->fd[IO_OUT] = out_fd;
     io->fd[IO_NS] = ns_fd;
@@ -286,52 +341,7 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
     return 0;
 }
 
-/* ---- notify messages ---------------------------------------------------- */
-
-void cr_io_handle_notify(struct cr_worker *w, const struct cr_notify_msg *m)
-{
-    struct cr_supervisor *sup = w->sup;
-    unsigned p = m->present;
-    w->last_report_at = cr_now_ms(sup);
-    /* Metrics fields are sticky: a message updates what it carries. */
-#define TAKE(bit, f)                                                                            \
-    if (p & (bit))                                                                              \
-        w->last.f = m->f;
-    TAKE(CR_NF_HEAP_USED, heap_used)
-    TAKE(CR_NF_HEAP_TOTAL, heap_total)
-    TAKE(CR_NF_HEAP_LIMIT, heap_limit)
-    TAKE(CR_NF_EXTERNAL, external)
-    TAKE(CR_NF_RSS, rss)
-    TAKE(CR_NF_DELAY_P50, delay_p50_us)
-    TAKE(CR_NF_DELAY_P99, delay_p99_us)
-    TAKE(CR_NF_DELAY_MAX, delay_max_us)
-    TAKE(CR_NF_INFLIGHT, inflight)
-    TAKE(CR_NF_REQUESTS, requests)
-    TAKE(CR_NF_POOL_QUEUE, pool_queue)
-    TAKE(CR_NF_ELU, elu)
-#undef TAKE
-    w->last.present |= p;
-    if (p & CR_NF_STATUS)
-        snprintf(w->status_text, sizeof(w->status_text), "%s", m->status);
-    if ((p & CR_NF_FATAL) && strcmp(m->fatal, "heap-limit") == 0) {
-        w->fatal_heap_limit = true;
-        cr_log_event(CR_LOG_WARNING, "fatal", w->id, w->pid, NULL,
-                     "worker %d reports X_FATAL=heap-limit (heap %llu of %llu bytes)", w->id,
-                     (unsigned long long)w->last.heap_used, (unsigned long long)w->last.heap_limit);
-    }
-    if (p & CR_NF_READY)
-        cr_worker_event(w, CR_WE_READY);
-    if (p & CR_NF_WATCHDOG) {
-        w->heartbeats = true;
-        cr_worker_event(w, CR_WE_WATCHDOG);
-    }
-    if ((p & CR_NF_REQUESTS) && w->max_requests && m->requests >= w->max_requests) {
-        char why[96];
-        snprintf(why, sizeof(why), "request cap (%llu of %llu)", (unsigned long long)m->requests,
-                 (unsigned long long)w->max_requests);
-        cr_worker_recycle(w, why);
-    }
-}
+/* ---- the datagram socket ----------------------------------------------- */
 
 /* The worker a datagram came from: its main pid, or — like systemd's
  * NotifyAccess=all — any process inside the worker's cgroup, so a worker
@@ -370,7 +380,7 @@ static void on_notify(uv_poll_t *p, int status, int events)
         }
         struct cr_notify_msg m;
         cr_notify_parse(buf, (size_t)n, &m, NULL);
-        cr_io_handle_notify(w, &m);
+        sup->io_sink->message(w, &m);
     }
 }
 
@@ -381,4 +391,60 @@ int cr_io_notify_start(struct cr_supervisor *sup)
         return r;
     sup->notify_poll.data = sup;
     return uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
+}
+
+/* Where the private directory of the notify socket goes: the service's
+ * runtime directory, else /run for root, else the user's runtime
+ * directory, else the temporary directory. */
+static const char *notify_base(void)
+{
+    const char *e = getenv("RUNTIME_DIRECTORY");
+    if (e && *e && !strchr(e, ':'))
+        return e;
+    if (geteuid() == 0 && access("/run", W_OK) == 0)
+        return "/run";
+    if ((e = getenv("XDG_RUNTIME_DIR")) && *e)
+        return e;
+    if ((e = getenv("TMPDIR")) && *e)
+        return e;
+    return "/tmp";
+}
+
+int cr_io_notify_open(struct cr_supervisor *sup)
+{
+    char dir[sizeof(sup->notify_dir)];
+    if (snprintf(dir, sizeof(dir), "%s/corral-notify.XXXXXX", notify_base()) >= (int)sizeof(dir))
+        return -ENAMETOOLONG;
+    /* mkdtemp makes it 0700: only corrald (and, below, the workers' user)
+     * can reach the socket inside. */
+    if (!mkdtemp(dir))
+        return -errno;
+    memcpy(sup->notify_dir, dir, sizeof(dir));
+    int r = snprintf(sup->notify_addr, sizeof(sup->notify_addr), "%s/notify", dir) >=
+                    (int)sizeof(sup->notify_addr)
+                ? -ENAMETOOLONG
+                : cr_notify_open(sup->notify_addr, &sup->notify_fd);
+    /* Under --user the workers' user owns both, so it can search the
+     * directory and write to the socket; nobody else can. */
+    if (r >= 0 && sup->set_ids &&
+        (chown(dir, sup->worker_uid, sup->worker_gid) < 0 ||
+         chown(sup->notify_addr, sup->worker_uid, sup->worker_gid) < 0))
+        r = -errno;
+    if (r < 0) {
+        cr_io_notify_close(sup);
+        return r;
+    }
+    return cr_io_notify_start(sup);
+}
+
+void cr_io_notify_close(struct cr_supervisor *sup)
+{
+    if (sup->notify_fd >= 0)
+        close(sup->notify_fd);
+    sup->notify_fd = -1;
+    if (sup->notify_addr[0])
+        unlink(sup->notify_addr);
+    if (sup->notify_dir[0])
+        rmdir(sup->notify_dir);
+    sup->notify_addr[0] = sup->notify_dir[0] = '\0';
 }

@@ -58,7 +58,7 @@ def case_docs():
     documented, and undocumented commands are refused."""
     text, cmds, codes = documented()
     with open(os.path.join(SRC, "supervisor", "control_cmd.h")) as f:
-        impl_codes = re.findall(r'#define CR_E_[A-Z_]+ "([a-z-]+)"', f.read())
+        impl_codes = re.findall(r'#define CR_E_[A-Z_]+\s+"([a-z-]+)"', f.read())
     check(set(impl_codes) <= set(codes),
           "error codes not documented: %s" % sorted(set(impl_codes) - set(codes)))
     check(set(codes) <= set(impl_codes),

@@ -58,10 +58,10 @@ def case_gone_subscribers():
         c.close()
 
 
-def start_second(sock, tmp, timeout=20):
+def start_second(sock, tmp, timeout=20, listen="127.0.0.1:0"):
     """A second corrald on the same control path: (exit code or None, output)."""
     out = open(os.path.join(tmp, "second.log"), "w+")
-    p = subprocess.Popen([exe("CORRALD"), "--workers", "1", "--listen", "127.0.0.1:0",
+    p = subprocess.Popen([exe("CORRALD"), "--workers", "1", "--listen", listen,
                           "--no-cgroups", "--control", sock],
                          stdout=out, stderr=subprocess.STDOUT, cwd=tmp)
     try:
@@ -71,7 +71,10 @@ def start_second(sock, tmp, timeout=20):
         p.wait(15)
         code = None
     out.seek(0)
-    return code, out.read()
+    text = out.read()
+    check("Sanitizer" not in text and "runtime error:" not in text,
+          "sanitizer report from the second corrald:\n%s" % text[-4000:])
+    return code, text
 
 
 def case_double_start():
@@ -87,6 +90,12 @@ def case_double_start():
         check(os.stat(d.sock).st_ino == ino, "the live socket was replaced")
         check(d.request({"cmd": "ping"})["ok"], "first corrald unreachable")
         check(os.path.exists(d.sock + ".lock"), "lock file missing")
+        # Even on the first one's port, the path is what refuses it: the
+        # control socket is claimed before anything else is opened.
+        code, text = start_second(d.sock, d.tmp, listen=d.listen_address())
+        check(code not in (0, None) and "is in use by" in text and "listening on" not in text,
+              "second corrald on the same port and path, exit %r:\n%s" % (code, text))
+        check(d.request({"cmd": "ping"})["ok"], "first corrald unreachable")
     check(not os.path.exists(d.sock + ".lock"), "lock file left after a clean stop")
 
 
@@ -179,6 +188,26 @@ def case_foreign_socket():
         os.rmdir(tmp)
 
 
+def case_failed_start():
+    """A corrald whose start fails after it claimed the path (the port is
+    taken) exits 1 and leaves neither the socket nor the lock file."""
+    tmp = tempfile.mkdtemp(prefix="crctl-fstart-")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    path = os.path.join(tmp, "control.sock")
+    try:
+        code, text = start_second(path, tmp, listen="127.0.0.1:%d" % taken.getsockname()[1])
+        check(code == 1 and "cannot listen" in text, "exit %r:\n%s" % (code, text))
+        left = sorted(f for f in os.listdir(tmp) if f != "second.log")
+        check(not left, "left behind: %s" % left)
+    finally:
+        taken.close()
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        os.rmdir(tmp)
+
+
 def raw_call(path, data):
     """Sends bytes, returns the raw response line (bytes, without '\\n')."""
     c = Conn(path)
@@ -240,5 +269,5 @@ if __name__ == "__main__":
     run_cases({
         "gone_subscribers": case_gone_subscribers, "double_start": case_double_start,
         "stale_socket": case_stale_socket, "foreign_socket": case_foreign_socket,
-        "bytes": case_bytes, "eof_first": case_eof_first,
+        "bytes": case_bytes, "eof_first": case_eof_first, "failed_start": case_failed_start,
     })

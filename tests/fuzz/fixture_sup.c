@@ -5,6 +5,7 @@
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "supervisor.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
 
@@ -20,12 +21,9 @@ struct cr_supervisor *fuzz_sup_stopping(void)
     sup.cfg.no_cgroups = true;
     char err[256];
     CHECK(cr_config_finish(&sup.cfg, err, sizeof(err)) == 0);
-    uv_timer_init(&loop, &sup.sample_timer);
-    uv_timer_init(&loop, &sup.sd_timer);
     uv_timer_init(&loop, &sup.cg_trash_timer);
     uv_timer_init(&loop, &sup.finish_timer);
-    sup.sample_timer.data = sup.sd_timer.data = sup.cg_trash_timer.data = &sup;
-    sup.finish_timer.data = &sup;
+    sup.cg_trash_timer.data = sup.finish_timer.data = &sup;
     CHECK(cr_history_new(8, &sup.history) == 0);
     /* One death on record, so `history` renders a post-mortem. */
     struct cr_postmortem pm = {.worker_id = 1,

@@ -22,6 +22,7 @@
 #include "control.h"
 #include "control_cmd.h"
 #include "fixture_sup.h"
+#include "internal.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
 #define HANG_MS  10000

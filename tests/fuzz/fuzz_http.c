@@ -67,7 +67,7 @@ static void setup(void)
     app.worker_id = "1";
     app.generation = "1";
     app.start_ns = uv_hrtime();
-    app.file_fd = -1;
+    cr_datafile_init(&app.file, &loop, app.opts.file_size);
     cr_heap_init(&app.heap, app.opts.heap_limit);
     CHECK(cr_notify_init(&app.notify) == 0);
     /* Limits small enough for inputs of a few KB to cross them. */

@@ -290,5 +290,53 @@ def test_stop_answers_when_empty():
         c.close()
 
 
+def test_sd_notify():
+    """Under systemd (NOTIFY_SOCKET), corrald reports READY=1 with a STATUS
+    once every worker is ready, RELOADING=1 then READY=1 around a reload, a
+    death in STATUS, and STOPPING=1 on SIGTERM."""
+    import socket
+    tmp = ct.tempfile.mkdtemp(prefix="corral-sd-")
+    path = os.path.join(tmp, "notify.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.settimeout(0.2)
+    got = []
+
+    def until(pred, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                got.append(s.recv(4096).decode())
+            except socket.timeout:
+                pass
+            hit = [m for m in got if pred(m)]
+            if hit:
+                return hit[-1]
+        raise AssertionError(f"no {what} from corrald; got {got}")
+
+    c = ct.Corrald(workers=2, env={"NOTIFY_SOCKET": path})
+    try:
+        m = until(lambda m: m.startswith("READY=1"), 10, "READY=1")
+        assert "STATUS=2/2 workers ready, 0 deaths in the last hour" in m, m
+        got.clear()
+        c.kill(signal.SIGHUP)
+        m = until(lambda m: m.startswith("RELOADING=1"), 10, "RELOADING=1")
+        assert "MONOTONIC_USEC=" in m, m
+        m = until(lambda m: m.startswith("READY=1"), 15, "READY=1 after the reload")
+        assert "2/2 workers ready" in m, m
+        got.clear()
+        os.kill(c.live_pids()[0], signal.SIGKILL)
+        until(lambda m: "(1 signal, 2 recycled) in the last hour" in m, 10, "the death in STATUS")
+        got.clear()
+        c.kill(signal.SIGTERM)
+        m = until(lambda m: m.startswith("STOPPING=1"), 10, "STOPPING=1")
+        assert "EXTEND_TIMEOUT_USEC=" in m, m
+        assert c.stop() == 0
+    finally:
+        c.close()
+        s.close()
+        ct.shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])

@@ -123,7 +123,7 @@ int main(void)
     pid = spawn_in(stale, "while :; do sleep 600 & done");
     nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
     n = 0;
-    CHECK(cr_cgroup_kill_stale(cr_cgroup_rel(top), "w", &n) == 0);
+    CHECK(cr_cgroup_kill_stale(cr_cgroup_rel(top), "w", 0, &n) == 0);
     printf("kill_stale: signalled %u\n", n);
     CHECK(n >= 2);
     CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));

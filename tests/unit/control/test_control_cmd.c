@@ -17,8 +17,8 @@
 
 /* The fake core: records what it was asked, answers what the test says. */
 struct fake {
-    int ret;        /* what the int operations return */
-    bool fail_json; /* the cJSON operations return NULL (out of memory) */
+    int ret;           /* what the int operations return */
+    bool fail_json;    /* the cJSON operations return NULL (out of memory) */
     char *status_text; /* a string member of the status answer */
     size_t nhistory;
     int workers_max; /* ids 1..workers_max exist */
@@ -386,8 +386,12 @@ static void test_kill(void **state)
     static const struct {
         const char *arg;
         int sig;
-    } ok[] = {{"\"KILL\"", SIGKILL}, {"\"SIGTERM\"", SIGTERM}, {"\"CONT\"", SIGCONT},
-              {"\"SIGSYS\"", SIGSYS}, {"9", 9},                {"64", 64}};
+    } ok[] = {{"\"KILL\"", SIGKILL},
+              {"\"SIGTERM\"", SIGTERM},
+              {"\"CONT\"", SIGCONT},
+              {"\"SIGSYS\"", SIGSYS},
+              {"9", 9},
+              {"64", 64}};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         char line[128];
         snprintf(line, sizeof(line), "{\"cmd\":\"kill\",\"worker\":1,\"signal\":%s}", ok[i].arg);
@@ -530,8 +534,8 @@ static void test_invalid_utf8_refused(void **state)
     expect_error(&f, "{\"cmd\":\"ping\",\"id\":\"a\tb\"}", CR_E_BAD_JSON);
     expect_error_n(&f, "{\"cmd\":\"pi\0ng\"}", 15, CR_E_BAD_JSON);
     /* Valid multi-byte text passes, escaped or not. */
-    cJSON *r = run(&f, "{\"cmd\":\"ping\",\"id\":\"\xc3\xa9t\xc3\xa9 \\u00e9 \xf0\x9f\x90\x8e\"}",
-                   NULL);
+    cJSON *r =
+        run(&f, "{\"cmd\":\"ping\",\"id\":\"\xc3\xa9t\xc3\xa9 \\u00e9 \xf0\x9f\x90\x8e\"}", NULL);
     assert_ok(r);
     cJSON_Delete(r);
 }
@@ -624,7 +628,8 @@ static void test_output_scrubbed(void **state)
     f.status_text = "ok \xff\xc3( \xe2\x82\xac";
     char *line = NULL;
     cJSON *r = run_n(&f, "{\"cmd\":\"status\"}", 16, NULL, &line);
-    assert_non_null(strstr(line, "\"ok ?" "?( \xe2\x82\xac\""));
+    assert_non_null(strstr(line, "\"ok ?"
+                                 "?( \xe2\x82\xac\""));
     free(line);
     cJSON_Delete(r);
 }
@@ -646,9 +651,9 @@ static void test_utf8_prefix(void **state)
 static void test_every_code_seen(void **state)
 {
     (void)state;
-    const char *all[] = {CR_E_BAD_JSON,   CR_E_BAD_REQUEST,  CR_E_UNKNOWN_COMMAND,
-                         CR_E_BAD_ARGUMENT, CR_E_NOT_FOUND,  CR_E_NO_PROCESS,
-                         CR_E_LINE_TOO_LONG, CR_E_FORBIDDEN, CR_E_BUSY,
+    const char *all[] = {CR_E_BAD_JSON,      CR_E_BAD_REQUEST, CR_E_UNKNOWN_COMMAND,
+                         CR_E_BAD_ARGUMENT,  CR_E_NOT_FOUND,   CR_E_NO_PROCESS,
+                         CR_E_LINE_TOO_LONG, CR_E_FORBIDDEN,   CR_E_BUSY,
                          CR_E_SHUTTING_DOWN, CR_E_INTERNAL};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
         bool found = false;

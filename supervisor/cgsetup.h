@@ -1,0 +1,27 @@
+/* cr_cg: how corrald uses cgroups — where groups live, limits, OOM counter
+ * deltas, deferred removal. Below the core; the cgroups/ library does the
+ * file work. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cr_supervisor;
+struct cr_worker;
+struct cr_death_evidence;
+struct cr_postmortem;
+
+int cr_cg_setup(struct cr_supervisor *sup);
+int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits */
+int cr_cg_attach_cb(void *userdata, pid_t pid);
+void cr_cg_worker_baseline(struct cr_worker *w);
+void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
+                           struct cr_postmortem *pm);
+void cr_cg_worker_release(struct cr_worker *w); /* remove now or queue for removal */
+void cr_cg_apply_limits(struct cr_supervisor *sup); /* after `set memory-max …` */
+void cr_cg_done(struct cr_supervisor *sup);
+uint64_t cr_vmstat_oom_kill(void);
+/* The heap limit handed to workers: the tightest of the per-worker limit and
+ * the tightest enclosing limit shared among the workers, minus the headroom;
+ * 0 when no limit applies. */
+uint64_t cr_cg_heap_limit(const struct cr_supervisor *sup);

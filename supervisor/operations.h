@@ -1,0 +1,29 @@
+/* cr_supervisor operations: what the outside asks of the core (control
+ * commands, signals wired in main.c) and the core's own start-up and
+ * shut-down. Each returns 0 or -errno; none of them calls an output: what
+ * changes is published as events. */
+#pragma once
+
+#include <stddef.h>
+#include <uv.h>
+
+struct cr_supervisor;
+
+/* The core's start-up, in steps so main.c can subscribe and open its
+ * outputs in between: init cannot fail (the loop, the clocks, the core's
+ * timers); open binds the listener, opens the worker notify socket and
+ * prepares the cgroups; spawn_all starts the configured workers. open and
+ * spawn_all log what goes wrong and return -errno. */
+void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop);
+int cr_supervisor_open(struct cr_supervisor *sup);
+int cr_supervisor_spawn_all(struct cr_supervisor *sup);
+/* Frees what open made (after the loop ended). */
+void cr_supervisor_done(struct cr_supervisor *sup);
+
+void cr_supervisor_stop(struct cr_supervisor *sup);
+void cr_supervisor_reload(struct cr_supervisor *sup, const char *why);
+int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n);
+int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why);
+int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig);
+int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *value, char *err,
+                      size_t errlen);

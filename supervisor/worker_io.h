@@ -1,0 +1,46 @@
+/* cr_io: the descriptors of one worker generation — its pidfd (exit and
+ * signals), its output pipe (forwarded to the log, tail kept for the
+ * post-mortem), the stream form of the notify protocol and the cgroup OOM
+ * watch — and the shared datagram notify socket.
+ *
+ * Below the core: what these descriptors deliver goes through the sink
+ * that main.c installs (sup->io_sink), never by calling the core by name. */
+#pragma once
+
+#include <stddef.h>
+
+struct cr_supervisor;
+struct cr_worker;
+struct cr_notify_msg;
+
+struct cr_io_sink {
+    /* The process was reaped: w->wait_code and w->wait_status hold its siginfo. */
+    void (*exited)(struct cr_worker *w);
+    /* A notify message from the worker (datagram or stream). */
+    void (*message)(struct cr_worker *w, const struct cr_notify_msg *m);
+    /* Something asks for a rolling replacement (a v2 memory.high event). */
+    void (*recycle)(struct cr_worker *w, const char *why);
+};
+
+/* Takes the three descriptors (closed even on failure) and starts their
+ * polls, plus the cgroup's OOM watch. -errno when the exit watch fails:
+ * the process then cannot be supervised. */
+int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd);
+/* The generation's pidfd, or -1. */
+int cr_io_pidfd(const struct cr_worker *w);
+/* Reads what the output pipe still holds (before a post-mortem). */
+void cr_io_drain_output(struct cr_worker *w);
+/* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes. */
+void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len);
+/* Reaps every exited child of corrald: a worker through the same path as
+ * its pidfd (the only path where there is no pidfd: kernels before 5.3,
+ * valgrind), anything else as an orphan re-parented to corrald, a child
+ * subreaper (and PID 1 in a container). Call on SIGCHLD. */
+void cr_io_reap_children(struct cr_supervisor *sup);
+/* Starts polling the shared datagram notify socket (sup->notify_fd). */
+int cr_io_notify_start(struct cr_supervisor *sup);
+/* Creates the shared datagram notify socket in a private 0700 directory
+ * (owned by the workers' user under --user) and starts polling it; sets
+ * sup->notify_addr. close: closes it and removes the socket and directory. */
+int cr_io_notify_open(struct cr_supervisor *sup);
+void cr_io_notify_close(struct cr_supervisor *sup);
