@@ -627,7 +627,6 @@ int cr_control_open(struct cr_supervisor *sup)
     return 0;
 }
 
-
 void cr_control_close(struct cr_control *ctl)
 {
     if (!ctl || ctl->closing)
@@ -635,8 +634,6 @@ void cr_control_close(struct cr_control *ctl)
     ctl->closing = true;
     while (ctl->clients)
         client_close(ctl->clients);
-#include "internal.h"
-#include "supervisor.h"
     unlink(ctl->path);
     unlink(ctl->lock_path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);
