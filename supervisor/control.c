@@ -252,6 +252,14 @@ static bool backlogged(struct client *c)
     return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CR_CONTROL_PAUSE_OUTPUT;
 }
 
+/* Answers line-too-long and finishes the client; its input is drained so
+ * that a peer still sending sees the answer, not a reset. */
+static void refuse_long_line(struct client *c)
+{
+    send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
+    client_finish(c, true);
+}
+
 /* Answers the complete lines in c->buf. A peer that pipelines requests
  * without reading the answers is paused (no more input is read) while its
  * unread output exceeds CR_CONTROL_PAUSE_OUTPUT, so one client can neither
@@ -269,6 +277,12 @@ static void process(struct client *c)
         char *nl = memchr(c->buf + off, '\n', c->len - off);
         if (!nl)
             break;
+        /* The cap holds for complete lines too: a read (16 KiB) may bring
+         * the end of an over-long line before the buffered check sees it. */
+        if ((size_t)(nl - (c->buf + off)) > CR_CONTROL_MAX_LINE) {
+            refuse_long_line(c);
+            return;
+        }
         handle_line(c, c->buf + off, (size_t)(nl - (c->buf + off)));
         off = (size_t)(nl - c->buf) + 1;
     }
@@ -281,8 +295,7 @@ static void process(struct client *c)
     if (c->paused)
         return;
     if (c->len > CR_CONTROL_MAX_LINE) {
-        send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
-        client_finish(c, true);
+        refuse_long_line(c);
         return;
     }
     if (c->eof) {
