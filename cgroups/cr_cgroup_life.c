@@ -76,11 +76,13 @@ int cr_cgroup_each_child(const char *parent_rel, const char *prefix,
         char *rel;
         if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
             continue;
+        /* rel is undefined when asprintf fails: freed only on success. */
         if (asprintf(&rel, "%s/%s", strcmp(parent_rel, "/") == 0 ? "" : parent_rel, de->d_name) <
-            0)
+            0) {
             r = -ENOMEM;
-        else
-            r = fn(rel, userdata);
+            continue;
+        }
+        r = fn(rel, userdata);
         free(rel);
     }
     closedir(d);
