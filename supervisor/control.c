@@ -589,8 +589,10 @@ static int bind_socket(struct cr_control *ctl)
 static int control_config(struct cr_control *ctl, const struct cr_supervisor *sup)
 {
     ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
-    if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0)
+    if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0) {
+        ctl->lock_path = NULL; /* undefined after a failed asprintf; control_free frees it */
         return -ENOMEM;
+    }
     int r = parse_uids(ctl, sup->cfg.control_allow_uids);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
