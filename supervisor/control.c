@@ -361,14 +361,19 @@ static void maybe_resume(struct client *c)
  * like its primary group: membership in --control-group is what matters. */
 static bool in_group(int fd, gid_t group)
 {
-    gid_t gs[256];
-    socklen_t gl = sizeof(gs);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl) < 0)
-        return false;
-    for (size_t i = 0; i < gl / sizeof(gid_t); i++)
-        if (gs[i] == group)
-            return true;
-    return false;
+    gid_t small[256], *gs = small;
+    socklen_t gl = sizeof(small);
+    int r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl);
+    /* More groups than fit (up to NGROUPS_MAX, 65536): the kernel said how
+     * many bytes it needs; a member must not be refused for having many. */
+    if (r < 0 && errno == ERANGE && gl > sizeof(small) && (gs = malloc(gl)))
+        r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl);
+    bool found = false;
+    for (size_t i = 0; r == 0 && gs && i < gl / sizeof(gid_t) && !found; i++)
+        found = gs[i] == group;
+    if (gs != small)
+        free(gs);
+    return found;
 }
 
 static bool allowed(struct cr_control *ctl, int fd, const struct ucred *cr)
