@@ -28,6 +28,7 @@ struct cr_http_parse {
     void *ud;
     const char *error;
     bool want_pause; /* llhttp: pause is a callback's return value */
+    bool chunked;    /* from the head: llhttp clears its flags once a message ends */
 };
 
 #define SELF(hp) ((struct cr_http_parse *)(hp))
@@ -37,6 +38,7 @@ struct cr_http_parse {
 static int begin_cb(parser_t *hp)
 {
     struct cr_http_parse *p = SELF(hp);
+    p->chunked = false;
     return p->cbs->on_begin && p->cbs->on_begin(p->ud) ? -1 : 0;
 }
 
@@ -61,6 +63,7 @@ static int value_cb(parser_t *hp, const char *at, size_t len)
 static int headers_cb(parser_t *hp)
 {
     struct cr_http_parse *p = SELF(hp);
+    p->chunked = (p->parser.flags & CR_F_CHUNKED) != 0;
     return p->cbs->on_headers_complete && p->cbs->on_headers_complete(p->ud) ? -1 : 0;
 }
 
@@ -240,7 +243,7 @@ int cr_http_parse_content_length(const struct cr_http_parse *p, uint64_t *ret_le
 
 bool cr_http_parse_chunked(const struct cr_http_parse *p)
 {
-    return p->parser.flags & CR_F_CHUNKED;
+    return p->chunked;
 }
 
 const char *cr_http_parse_error(const struct cr_http_parse *p)

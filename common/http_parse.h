@@ -51,6 +51,8 @@ bool cr_http_parse_is_upgrade(const struct cr_http_parse *p);
 unsigned cr_http_parse_version(const struct cr_http_parse *p); /* major*10+minor */
 /* Returns 0 and the declared Content-Length, or -ENODATA when absent. */
 int cr_http_parse_content_length(const struct cr_http_parse *p, uint64_t *ret_len);
+/* Whether the current message's body is chunked: from on_headers_complete
+ * until the next message begins, with either library. */
 bool cr_http_parse_chunked(const struct cr_http_parse *p);
 
 /* A short description of the last error, for 400 bodies. */

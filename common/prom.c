@@ -9,14 +9,15 @@
 
 static bool grow(struct cr_prom *p, size_t need)
 {
+    size_t max = p->max ? p->max : CR_PROM_MAX;
     size_t cap = p->cap ? p->cap : 4096;
     while (cap - p->len <= need) {
-        if (cap >= CR_PROM_MAX)
+        if (cap >= max)
             return false;
         cap *= 2;
     }
-    if (cap > CR_PROM_MAX)
-        cap = CR_PROM_MAX;
+    if (cap > max)
+        cap = max;
     if (cap - p->len <= need)
         return false;
     char *b = realloc(p->buf, cap);

@@ -1,6 +1,6 @@
 /* cr_prom: a builder of the Prometheus text exposition format (0.0.4),
  * used by corrald's /metrics and the worker's. The buffer grows as needed up
- * to a hard cap (CR_PROM_MAX); past it, or when memory runs out, the builder
+ * to a hard cap (max, CR_PROM_MAX when 0); past it, or when memory runs out, the builder
  * turns failed, ignores further writes, and cr_prom_take reports -ENOMEM.
  *
  *   struct cr_prom p = CR_PROM_INIT;
@@ -18,6 +18,7 @@
 struct cr_prom {
     char *buf;
     size_t len, cap;
+    size_t max; /* hard cap on cap; 0 = CR_PROM_MAX */
     bool failed;
 };
 

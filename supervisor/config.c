@@ -27,6 +27,8 @@ enum opt_type {
     OPT_LEVEL,    /* log level name */
     OPT_READY,    /* readiness mode: auto, notify, exec, delay:DURATION */
     OPT_WORKERS,  /* a count, or "auto" (0: one per core) */
+    OPT_ENV,      /* char ** list of KEY=VALUE; repeatable, appends */
+    OPT_NAMES,    /* char ** list of variable names; repeatable, appends */
 };
 
 struct opt {
@@ -89,6 +91,10 @@ static const struct opt opts[] = {
     {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
+    {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
+    {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
+    {"env", 0, OPT_ENV, OFF(env), 0, 0, false, "KEY=VALUE", "set a variable for workers (repeatable)"},
+    {"pass-env", 0, OPT_NAMES, OFF(pass_env), 0, 0, false, "KEY", "pass only these variables of corrald's environment (repeatable; default: all but a deny-list, see docs/reliability.md)"},
     {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
 };
 
@@ -157,6 +163,19 @@ static void free_argv(struct cr_config *cfg)
     cfg->argc = 0;
 }
 
+static bool is_list(const struct opt *o)
+{
+    return o->type == OPT_ENV || o->type == OPT_NAMES;
+}
+
+static void free_list(char ***p)
+{
+    for (size_t i = 0; *p && (*p)[i]; i++)
+        free((*p)[i]);
+    free(*p);
+    *p = NULL;
+}
+
 void cr_config_done(struct cr_config *cfg)
 {
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -164,6 +183,8 @@ void cr_config_done(struct cr_config *cfg)
             char **p = (char **)((char *)cfg + opts[i].offset);
             free(*p);
             *p = NULL;
+        } else if (is_list(&opts[i])) {
+            free_list((char ***)((char *)cfg + opts[i].offset));
         }
     free_argv(cfg);
 }
@@ -287,6 +308,43 @@ static int set_workers(struct cr_config *cfg, const struct opt *o, const char *v
     return 0;
 }
 
+/* A portable environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+static size_t name_len(const char *s)
+{
+    size_t n = 0;
+    while ((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') || s[n] == '_' ||
+           (n > 0 && s[n] >= '0' && s[n] <= '9'))
+        n++;
+    return n;
+}
+
+#define CR_CONFIG_MAX_LIST 1024
+
+static int list_append(void *field, const struct opt *o, const char *value, char *err,
+                       size_t errlen)
+{
+    char ***list = field;
+    size_t n = name_len(value), count = 0;
+    if (o->type == OPT_ENV ? (n == 0 || value[n] != '=') : (n == 0 || value[n] != '\0'))
+        return fail(err, errlen, "--%s: '%s' is not %s", o->name, value,
+                    o->type == OPT_ENV ? "KEY=VALUE with a name of letters, digits and _"
+                                       : "a variable name of letters, digits and _");
+    while (*list && (*list)[count])
+        count++;
+    if (count >= CR_CONFIG_MAX_LIST)
+        return fail(err, errlen, "--%s: more than %d values", o->name, CR_CONFIG_MAX_LIST);
+    char *copy = strdup(value);
+    char **nl = copy ? realloc(*list, (count + 2) * sizeof(char *)) : NULL;
+    if (!nl) {
+        free(copy);
+        return -ENOMEM;
+    }
+    nl[count] = copy;
+    nl[count + 1] = NULL;
+    *list = nl;
+    return 0;
+}
+
 static int set_value(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
                      size_t errlen)
 {
@@ -366,6 +424,9 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
                 return 0;
             }
         return fail(err, errlen, "--%s: '%s' is not shared or reuseport", o->name, value);
+    case OPT_ENV:
+    case OPT_NAMES:
+        return list_append(field, o, value, err, errlen);
     }
     return -EINVAL;
 }
@@ -500,8 +561,18 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
     }
     const cJSON *item;
     cJSON_ArrayForEach(item, root) {
+        const struct opt *lo = find_opt(item->string, strlen(item->string));
         if (strcmp(item->string, "command") == 0) {
             r = json_command(cfg, item, err, errlen);
+        } else if (lo && is_list(lo) && cJSON_IsArray(item)) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, item) {
+                r = cJSON_IsString(e) ? set_value(cfg, lo, e->valuestring, err, errlen)
+                                      : fail(err, errlen, "config key '%s': expected strings",
+                                             item->string);
+                if (r < 0)
+                    break;
+            }
         } else {
             const struct opt *o = find_opt(item->string, strlen(item->string));
             char buf[4096];
@@ -668,6 +739,19 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
         case OPT_WORKERS:
             cJSON_AddNumberToObject(obj, o->name, *(const unsigned *)field);
             break;
+        case OPT_ENV:
+        case OPT_NAMES: {
+            char *const *l = *(char **const *)field;
+            cJSON *a = cJSON_AddArrayToObject(obj, o->name);
+            for (size_t k = 0; a && l && l[k]; k++) {
+                /* Values may be secrets: show the names only. */
+                size_t nl = o->type == OPT_ENV ? (size_t)(strchr(l[k], '=') - l[k]) : strlen(l[k]);
+                char name[256];
+                snprintf(name, sizeof(name), "%.*s", (int)nl, l[k]);
+                cJSON_AddItemToArray(a, cJSON_CreateString(name));
+            }
+            break;
+        }
         }
     }
 }

@@ -79,6 +79,11 @@ struct cr_config {
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
 
+    char *user;                /* workers run as this user (name or uid); NULL = corrald's */
+    char *group;               /* ... and group; NULL = the user's primary group */
+    char **env;                /* KEY=VALUE set for workers (NULL-terminated list) */
+    char **pass_env;           /* when set: only these keys of corrald's environment pass */
+
     char *log_level;           /* debug, info, notice, warning, err */
     char *config_file;
 

@@ -1,6 +1,7 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,6 +44,25 @@ static void write_pid(char *slot, pid_t pid)
     *p = '\0';
 }
 
+/* Supplementary groups, then the group, then the user (the other way round
+ * the process would no longer be allowed to change its groups). Verified:
+ * a worker that could get root back would make the drop meaningless.
+ * Returns 0 or an errno. Async-signal-safe. */
+static int drop_ids(uid_t uid, gid_t gid)
+{
+    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        return errno;
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+        return errno;
+    if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid)
+        return EPERM;
+    if (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
+        return EPERM;
+    return 0;
+}
+
 /* Everything here runs between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3, int fd4, int out,
@@ -78,6 +98,12 @@ child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3,
         err = errno;
     if (!err && fd4 >= 0 && dup2(fd4, 4) < 0)
         err = errno;
+    if (!err && o->set_ids) {
+        err = drop_ids(o->uid, o->gid);
+        /* A credential change clears the parent-death signal: set it again. */
+        if (!err && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != ppid))
+            err = ESRCH;
+    }
     if (!err) {
         if (o->listen_pid_slot >= 0)
             write_pid(o->envp[o->listen_pid_slot], getpid());
@@ -94,6 +120,44 @@ static void close_fd(int *fd)
     if (*fd >= 0)
         close(*fd);
     *fd = -1;
+}
+
+/* The parent's half once the child exists: its pidfd, its cgroup, then
+ * the gate opened and the exec result read. On failure the child is
+ * killed and reaped here: nothing else knows its pid. */
+static int parent(const struct cr_spawn_opts *o, pid_t pid, int *gate_w, int err_r,
+                  struct cr_spawn_result *ret)
+{
+    int r;
+    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
+     * through SIGCHLD instead, and signalled by pid: safe, because a child
+     * that corrald has not reaped cannot have its pid reused. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0 && errno != ENOSYS) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return r;
+    }
+    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
+        /* Never let a worker run outside its cgroup. */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close_fd(&pidfd);
+        return r;
+    }
+    close_fd(gate_w); /* opens the gate */
+
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(err_r, &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
+        ;
+    *ret = (struct cr_spawn_result){
+        .pid = pid,
+        .pidfd = pidfd,
+        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
+    };
+    return 0;
 }
 
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
@@ -130,36 +194,7 @@ int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
 
     close_fd(&gate[0]);
     close_fd(&errp[1]);
-
-    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
-     * through SIGCHLD instead, and signalled by pid: safe, because a child
-     * that corrald has not reaped cannot have its pid reused. */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0 && errno != ENOSYS) {
-        r = -errno;
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        goto out;
-    }
-    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
-        /* Never let a worker run outside its cgroup. */
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(pidfd);
-        goto out;
-    }
-    close_fd(&gate[1]); /* opens the gate */
-
-    int child_errno = 0;
-    ssize_t n;
-    while ((n = read(errp[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
-        ;
-    *ret = (struct cr_spawn_result){
-        .pid = pid,
-        .pidfd = pidfd,
-        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
-    };
-    r = 0;
+    r = parent(o, pid, &gate[1], errp[0], ret);
 out:
     close_fd(&gate[0]);
     close_fd(&gate[1]);

@@ -15,7 +15,7 @@ const char cr_wopts_usage[] =
     "The corral reference worker: an HTTP/1.1 server on the listening socket\n"
     "passed as fd 3 (LISTEN_FDS=1), reporting to NOTIFY_SOCKET.\n\n"
     "  --listen HOST:PORT       bind this address when no socket is passed\n"
-    "  --heap-limit SIZE        managed heap limit, 1M to 1T (default: CORRAL_HEAP_LIMIT,\n"
+    "  --heap-limit SIZE        managed heap limit, 64K to 1T (default: CORRAL_HEAP_LIMIT,\n"
     "                           else 75% of CORRAL_MEMORY_MAX, else 256M)\n"
     "  --loop-resolution MS     loop-delay sampling timer, 1ms to 10s (default 10)\n"
     "  --report-interval MS     WATCHDOG/metrics report period, 10ms to 1h (default 1000)\n"
@@ -38,7 +38,7 @@ const char cr_wopts_usage[] =
     "(a bare number is milliseconds).\n";
 
 /* The heap limit's range, shared by the flag and the environment. */
-#define HEAP_MIN (1ull << 20)
+#define HEAP_MIN (64ull << 10)
 #define HEAP_MAX (1ull << 40)
 
 static int parse_listen(struct cr_wopts *o, const char *s)

@@ -3,6 +3,8 @@
  * 3 cannot connect (or the connection broke). */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "cr_config.h"
 #include "render.h"
 #include "top.h"
+#include "units.h"
 
 enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
 
@@ -43,20 +46,18 @@ static void usage(FILE *f)
           "  -j, --json             print the raw protocol response(s)\n"
           "  -s, --socket PATH      control socket (default: $RUNTIME_DIRECTORY/control.sock,\n"
           "                         else /run/corral/control.sock if present, else ./corral.sock)\n"
-          "  -t, --timeout SEC      wait this long for an answer (default 10)\n"
+          "  -t, --timeout SEC      wait this long for an answer, 1s to 24h (default 10)\n"
           "  -h, --help             show this help\n"
           "  -V, --version          show the version\n\n"
           "Exit status: 0 ok, 1 refused by corrald, 2 usage error, 3 cannot connect.\n",
           f);
 }
 
-/* A decimal integer argument, or -1. */
+/* A whole-number argument in the grammar corrald uses, or -1. */
 static long int_arg(const char *s)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    return (!*s || *end || errno || v < 0) ? -1 : v;
+    uint64_t v;
+    return cr_units_parse_uint(s, 0, LONG_MAX, &v) < 0 ? -1 : (long)v;
 }
 
 /* Builds the request for argv (the command and its arguments); NULL and a
@@ -222,12 +223,18 @@ int main(int argc, char **argv)
         case 'j': o.json = true; break;
         case 's': o.socket = optarg; break;
         case 't': {
-            long v = int_arg(optarg);
-            if (v <= 0 || v > 86400) {
-                fprintf(stderr, "corralctl: --timeout wants seconds from 1 to 86400\n");
+            uint64_t ms;
+            int r = cr_units_parse_ms(optarg, 1000, 86400000, &ms);
+            if (r == 0 && ms < 1000)
+                r = -ERANGE;
+            if (r < 0) {
+                char err[160];
+                fprintf(stderr, "corralctl: %s\n",
+                        cr_units_error(err, sizeof(err), "timeout", optarg, CR_UNITS_DURATION, r,
+                                       1000, 86400000));
                 return EXIT_USAGE;
             }
-            o.timeout_ms = (int)v * 1000;
+            o.timeout_ms = (int)ms;
             break;
         }
         case 'h': usage(stdout); return 0;

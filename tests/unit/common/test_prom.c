@@ -51,20 +51,27 @@ static void grows_and_caps(void **state)
     free(t);
 
     /* Past the hard cap the builder fails and stays failed. */
-    char *big = malloc(1u << 20);
-    assert_non_null(big);
-    memset(big, 'a', (1u << 20) - 1);
-    big[(1u << 20) - 1] = '\0';
-    for (unsigned i = 0; i < CR_PROM_MAX / (1u << 20) + 1; i++)
-        cr_prom_printf(&p, "%s", big);
+    p = (struct cr_prom){.max = 64u << 10};
+    char line[1000];
+    memset(line, 'a', sizeof(line) - 1);
+    line[sizeof(line) - 1] = '\0';
+    for (unsigned i = 0; i < 100 && !p.failed; i++)
+        cr_prom_printf(&p, "%s", line);
     assert_true(p.failed);
-    assert_true(p.cap <= CR_PROM_MAX);
+    /* Everything that fitted was kept, nothing past the cap. */
+    assert_true(p.len < 64u << 10);
+    assert_true(p.len > (64u << 10) - sizeof(line));
+    assert_true(p.cap <= 64u << 10);
     cr_prom_printf(&p, "more\n");
     t = NULL;
     assert_int_equal(cr_prom_take(&p, &t, &len), -ENOMEM);
     assert_null(t);
     assert_null(p.buf);
-    free(big);
+    /* The default cap is CR_PROM_MAX. */
+    p = (struct cr_prom)CR_PROM_INIT;
+    cr_prom_printf(&p, "%*s", (int)CR_PROM_MAX, "");
+    assert_true(p.failed);
+    assert_int_equal(cr_prom_take(&p, &t, &len), -ENOMEM);
 }
 
 int main(void)

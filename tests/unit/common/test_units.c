@@ -49,20 +49,18 @@ static void sizes(void **state)
 static void durations(void **state)
 {
     uint64_t v;
-    assert_int_equal(cr_units_parse_ms("10", 1000, 0, &v), 0);
-    assert_int_equal(v, 10000);
-    assert_int_equal(cr_units_parse_ms("10", 1, 0, &v), 0);
-    assert_int_equal(v, 10);
-    assert_int_equal(cr_units_parse_ms("250ms", 1000, 0, &v), 0);
-    assert_int_equal(v, 250);
-    assert_int_equal(cr_units_parse_ms("2s", 1, 0, &v), 0);
-    assert_int_equal(v, 2000);
-    assert_int_equal(cr_units_parse_ms("3m", 1, 0, &v), 0);
-    assert_int_equal(v, 180000);
-    assert_int_equal(cr_units_parse_ms("2h", 1, 0, &v), 0);
-    assert_int_equal(v, 7200000);
-    assert_int_equal(cr_units_parse_ms("5S", 1, 0, &v), 0);
-    assert_int_equal(v, 5000);
+    static const struct {
+        const char *in;
+        uint64_t bare, want;
+    } ok[] = {
+        {"10", 1000, 10000}, {"10", 1, 10},      {"250ms", 1000, 250}, {"2s", 1, 2000},
+        {"3m", 1, 180000},   {"2h", 1, 7200000}, {"5S", 1, 5000},      {"0", 1000, 0},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        v = 1;
+        if (cr_units_parse_ms(ok[i].in, ok[i].bare, 0, &v) != 0 || v != ok[i].want)
+            fail_msg("'%s' → %llu", ok[i].in, (unsigned long long)v);
+    }
     static const char *const bad[] = {"",        "s",  "-1", " -1",  "1.5s", "0x10",
                                       "2 weeks", "2w", "1d", "1sec", "ms1",  NULL};
     for (size_t i = 0; bad[i]; i++)
