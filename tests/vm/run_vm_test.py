@@ -6,8 +6,9 @@
 2. Stage the build under test on a 9p share: `meson install --destdir`, plus
    the build's cgroup unit-test executables and a manifest of how meson runs
    them, the classification tests (tests/integration, run against the
-   installed corrald and worker, so they run on cgroup v2 too), plus the
-   guest scripts (guest/).
+   installed corrald and worker, so they run on cgroup v2 too), the corral
+   container image (`docker save`, for guest/engine.sh), plus the guest
+   scripts (guest/).
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
    unit runs guest/run.sh from the share and powers the guest off.
 4. Parse SHARE/results.txt: every check named in guest/checks.sh, every
