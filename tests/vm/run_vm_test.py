@@ -6,8 +6,9 @@
 2. Stage the build under test on a 9p share: `meson install --destdir`, plus
    the build's cgroup unit-test executables and a manifest of how meson runs
    them, the classification tests (tests/integration, run against the
-   installed corrald and worker, so they run on cgroup v2 too), plus the
-   guest scripts (guest/).
+   installed corrald and worker, so they run on cgroup v2 too), the corral
+   container image (`docker save`, for guest/engine.sh), plus the guest
+   scripts (guest/).
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
    unit runs guest/run.sh from the share and powers the guest off.
 4. Parse SHARE/results.txt: every check named in guest/checks.sh, every
@@ -17,7 +18,7 @@
 Exit 77 (skip) when CORRAL_SKIP_VM=1 or the tools (qemu-system-x86_64,
 mmdebstrap, mkfs.ext4) or root are missing, unless --required.
 Environment: CORRAL_VM_CACHE (default /var/cache/corral-vm),
-CORRAL_VM_TIMEOUT (seconds for the guest, default 1500),
+CORRAL_VM_TIMEOUT (seconds for the guest, default 2400),
 CORRAL_VM_ACCEL=kvm to try KVM (only where a stock kernel boots under it).
 """
 import argparse
@@ -214,10 +215,47 @@ def stage_classify_tests(tests, build_root, source_root, share):
     return [m['name'] for m in manifest]
 
 
+def stage_container_image(build_root, source_root, share):
+    """The corral image for guest/engine.sh, built here as
+    tests/containers builds it (a private dockerd, containers/Containerfile
+    with BINARIES=prebuilt on the containers/mkbase base) and saved to
+    SHARE/engine/corral-image.tar: the guest has no registry, it loads this.
+    Returns None, or why there is no image (written to SHARE/engine/why so
+    that the guest's checks say it)."""
+    d = os.path.join(share, 'engine')
+    os.makedirs(d, exist_ok=True)
+    os.environ.setdefault('CORRAL_BUILD_ROOT', build_root)
+    os.environ.setdefault('CORRAL_SOURCE_ROOT', source_root)
+    sys.path.insert(0, os.path.join(source_root, 'tests', 'containers'))
+    why = None
+    try:
+        import engines
+        t0 = time.monotonic()
+        eng = engines.Docker()
+        try:
+            tag = eng.build_image('corral-test')
+            engines.run(eng.cmd + ['save', '-o', os.path.join(d, 'corral-image.tar'), tag])
+        finally:
+            eng.close()
+        size = os.path.getsize(os.path.join(d, 'corral-image.tar')) >> 20
+        log(f'container image {tag} built and saved ({size} MiB) in '
+            f'{time.monotonic() - t0:.1f} s')
+    except Exception as e:  # noqa: BLE001 - reported by the guest's checks
+        why = f'{type(e).__name__}: {e}'.replace('\n', ' ')[:400]
+        log(f'no container image for the guest: {why}')
+        with open(os.path.join(d, 'why'), 'w') as f:
+            f.write(why + '\n')
+    return why
+
+
 def expected_checks():
-    """Check names, in order, from the check() calls in guest/checks.sh."""
-    with open(os.path.join(GUEST_DIR, 'checks.sh')) as f:
-        return re.findall(r'^check ([a-z0-9-]+) ', f.read(), re.M)
+    """Check names, in order, from the check() calls in guest/checks.sh and
+    guest/engine.sh."""
+    names = []
+    for script in ('checks.sh', 'engine.sh'):
+        with open(os.path.join(GUEST_DIR, script)) as f:
+            names += re.findall(r'^check ([a-z0-9-]+) ', f.read(), re.M)
+    return names
 
 
 def qemu_command(img, share):
@@ -245,7 +283,9 @@ def qemu_command(img, share):
             '-virtfs', f'local,path={share},mount_tag=corral,'
             'security_model=none',
             '-append', 'root=/dev/vda rw console=ttyS0 panic=-1 '
-            'systemd.unified_cgroup_hierarchy=1']
+            'systemd.unified_cgroup_hierarchy=1 '
+            # docker.io without the apparmor package (guest/engine.sh)
+            'apparmor=0']
 
 
 def boot(img, share, work, timeout):
@@ -336,7 +376,7 @@ def main():
     shutil.rmtree(share, ignore_errors=True)
     os.makedirs(share)
     cache = os.environ.get('CORRAL_VM_CACHE', '/var/cache/corral-vm')
-    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '1500'))
+    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '2400'))
 
     try:
         img, t_image = ensure_image(cache, work)
@@ -351,6 +391,7 @@ def main():
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f'VM test setup failed: {e}')
         return 1
+    stage_container_image(args.build_root, args.source_root, share)
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
     expected = expected_checks() + ['unit-' + u for u in units] + classify
 

@@ -17,6 +17,10 @@ fi
 ldconfig
 systemctl daemon-reload
 
+# corral's container OOM scenarios in docker on cgroup v2 (engine.sh), first:
+# the engine is stopped before the systemd checks.
+timeout 900 /bin/bash "$share/guest/engine.sh" "$share"
+echo "# engine checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 timeout 600 /bin/bash "$share/guest/checks.sh" "$share"
 echo "# checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 timeout 300 /bin/bash "$share/guest/unit-tests.sh" "$share"

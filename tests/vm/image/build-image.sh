@@ -79,6 +79,10 @@ mmdebstrap --variant=apt --mode=root \
 		echo corral-vm > "$1/etc/hostname" &&
 		printf "/dev/vda / ext4 rw,relatime 0 1\n" > "$1/etc/fstab" &&
 		rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+	--customize-hook='rm -f \
+		"$1"/etc/systemd/system/multi-user.target.wants/docker.service \
+		"$1"/etc/systemd/system/sockets.target.wants/docker.socket \
+		"$1"/etc/systemd/system/multi-user.target.wants/containerd.service' \
 	bookworm "$root" "$@"
 set +f
 
@@ -95,8 +99,10 @@ rm -f "$tmp/initrd.list"
 cp "$root"/boot/vmlinuz-* "$tmp/vmlinuz"
 cp "$root"/boot/initrd.img-* "$tmp/initrd.img"
 
-# Room for the corral stage, the journal and the checks' files.
-size_mb=$(( $(du -sm "$root" | cut -f1) + 768 ))
+# Room for the corral stage, the journal and the checks' files, and the
+# container image guest/engine.sh loads into docker (~130 MB, stored twice
+# while it loads).
+size_mb=$(( $(du -sm "$root" | cut -f1) + 1280 ))
 mkfs.ext4 -q -F -L corral-root -d "$root" "$tmp/rootfs.ext4" "${size_mb}M"
 rm -rf "$root"
 mv "$tmp" "$out"
