@@ -185,7 +185,10 @@ def test_max_lifetime():
         log = c.log()
         took = (_log_ms(log, r"\[recycle\] worker 1: recycle: max lifetime") -
                 _log_ms(log, rf"\[spawned\] worker 1 spawned: pid {victim},"))
-        assert 1900 <= took <= 3000, (took, log[-2000:])
+        # Not early: the uptime check above. Not late: at most a second
+        # past the limit by corrald's own clock. (A lower bound read from the
+        # log would measure the log line's delay, ~500 ms in the TCG guest.)
+        assert took <= 3000, (took, log[-2000:])
         # The death follows once the replacement is ready and the old
         # worker drained: seconds more in the emulated VM guest, where
         # waits are scaled; here, within 4 s of the start.

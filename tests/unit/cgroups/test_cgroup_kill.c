@@ -121,7 +121,9 @@ int main(void)
     /* A child that keeps forking while it is killed: every round catches
      * what the previous one missed. */
     pid = spawn_in(stale, "while :; do sleep 600 & done");
-    nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
+    /* Until the loop has forked at least once (slow in an emulated guest). */
+    for (int i = 0; i < 500 && procs(stale) < 2; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     n = 0;
     CHECK(cr_cgroup_kill_stale(cr_cgroup_rel(top), "w", 0, &n) == 0);
     printf("kill_stale: signalled %u\n", n);
