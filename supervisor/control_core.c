@@ -5,11 +5,11 @@
 
 #include "control.h"
 #include "history.h"
-#include "internal.h"
 #include "metrics.h"
 #include "operations.h"
 #include "status.h"
 #include "supervisor.h"
+#include "view.h"
 
 static cJSON *op_status(void *ctx)
 {
@@ -18,9 +18,8 @@ static cJSON *op_status(void *ctx)
 
 static cJSON *op_workers(void *ctx)
 {
-    struct cr_supervisor *sup = ctx;
     cJSON *ws = cJSON_CreateArray();
-    for (struct cr_worker *w = sup->workers; ws && w; w = w->next)
+    for (const struct cr_worker *w = cr_view_first(ctx); ws && w; w = cr_view_next(w))
         cJSON_AddItemToArray(ws, cr_worker_json(w));
     return ws;
 }

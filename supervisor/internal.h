@@ -87,6 +87,7 @@ struct cr_worker {
 
     /* Slot-level restart bookkeeping (moves to the replacement). */
     struct cr_restart_state restart;
+    struct cr_restart_decision decision; /* the policy's last word, for the cell it leads to */
     unsigned restarts;
     unsigned oom_kills; /* kernel OOM kills of this slot, all generations */
     uint64_t max_requests; /* this generation's cap with jitter, 0 = none */

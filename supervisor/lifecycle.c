@@ -4,13 +4,19 @@
 
 #define T(n, a) (&(const struct cr_transition){.next = CR_WS_##n, .action = CR_WA_##a})
 
-/* The whole lifecycle. Reading one row tells everything a state does. */
+/* The whole lifecycle. Reading one row tells everything a state does:
+ * every state change of a worker is one of these cells. */
 static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
+    [CR_WS_NEW] = {
+        [CR_WE_START] = T(STARTING, SPAWN),
+        [CR_WE_DRAIN] = T(GONE, REMOVE),
+    },
     [CR_WS_STARTING] = {
         [CR_WE_READY] = T(READY, BECOME_READY),
         [CR_WE_DEADLINE] = T(STARTING, KILL_START_TIMEOUT),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
+        [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
     },
     [CR_WS_READY] = {
         [CR_WE_WATCHDOG] = T(READY, ARM_WATCHDOG),
@@ -32,15 +38,20 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DEADLINE] = T(KILLING, KILL_HARD),
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
-    [CR_WS_EXITED] = {0},
+    [CR_WS_EXITED] = {
+        [CR_WE_RESTART] = T(BACKOFF, ARM_RESTART),
+        [CR_WE_BUDGET_SPENT] = T(FAILED, MARK_FAILED),
+        [CR_WE_RETIRE] = T(GONE, REMOVE),
+    },
     [CR_WS_BACKOFF] = {
         [CR_WE_DEADLINE] = T(STARTING, SPAWN),
-        [CR_WE_DRAIN] = T(EXITED, RETIRE),
+        [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_FAILED] = {
         [CR_WE_DEADLINE] = T(STARTING, SPAWN),
-        [CR_WE_DRAIN] = T(EXITED, RETIRE),
+        [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
+    [CR_WS_GONE] = {0},
 };
 
 const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e)
@@ -50,21 +61,58 @@ const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e
     return table[s][e];
 }
 
-bool cr_wstate_has_process(enum cr_wstate s)
-{
-    return s == CR_WS_STARTING || s == CR_WS_READY || s == CR_WS_BLOCKED ||
-           s == CR_WS_DRAINING || s == CR_WS_KILLING;
-}
-
-static const char *const state_names[_CR_WS_MAX] = {
-    [CR_WS_STARTING] = "starting", [CR_WS_READY] = "ready",   [CR_WS_BLOCKED] = "blocked",
-    [CR_WS_DRAINING] = "draining", [CR_WS_KILLING] = "killing", [CR_WS_EXITED] = "exited",
-    [CR_WS_BACKOFF] = "backoff",   [CR_WS_FAILED] = "failed",
+/* The states: what each is called, whether a process exists in it, and
+ * what the worker's one deadline means there. */
+static const struct {
+    const char *name;
+    bool process;
+    bool terminal;
+    bool unseen;
+    const char *deadline;
+} states[_CR_WS_MAX] = {
+    [CR_WS_NEW] = {"new", .unseen = true},
+    [CR_WS_STARTING] = {"starting", .process = true, .deadline = "start timeout"},
+    [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
+    [CR_WS_BLOCKED] = {"blocked", .process = true, .deadline = "hang timeout"},
+    [CR_WS_DRAINING] = {"draining", .process = true, .deadline = "stop timeout"},
+    [CR_WS_KILLING] = {"killing", .process = true, .deadline = "SIGKILL after SIGABRT"},
+    [CR_WS_EXITED] = {"exited"},
+    [CR_WS_BACKOFF] = {"backoff", .deadline = "restart time"},
+    [CR_WS_FAILED] = {"failed", .deadline = "slow retry"},
+    [CR_WS_GONE] = {"gone", .terminal = true, .unseen = true},
 };
 
+bool cr_wstate_has_process(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].process;
+}
+
+bool cr_wstate_terminal(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].terminal;
+}
+
+bool cr_wstate_unseen(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].unseen;
+}
+
+const char *cr_wstate_deadline(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX ? states[s].deadline : NULL;
+}
+
 static const char *const event_names[_CR_WE_MAX] = {
-    [CR_WE_READY] = "ready", [CR_WE_WATCHDOG] = "watchdog", [CR_WE_DEADLINE] = "deadline",
-    [CR_WE_DRAIN] = "drain", [CR_WE_EXIT] = "exit",
+    [CR_WE_READY] = "ready",
+    [CR_WE_WATCHDOG] = "watchdog",
+    [CR_WE_DEADLINE] = "deadline",
+    [CR_WE_DRAIN] = "drain",
+    [CR_WE_EXIT] = "exit",
+    [CR_WE_START] = "start",
+    [CR_WE_SPAWN_FAILED] = "spawn-failed",
+    [CR_WE_RESTART] = "restart",
+    [CR_WE_BUDGET_SPENT] = "budget-spent",
+    [CR_WE_RETIRE] = "retire",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -80,22 +128,25 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_KILL_STOP_TIMEOUT] = "kill-stop-timeout",
     [CR_WA_REAP] = "reap",
     [CR_WA_SPAWN] = "spawn",
-    [CR_WA_RETIRE] = "retire",
+    [CR_WA_SPAWN_FAILED] = "spawn-failed",
+    [CR_WA_ARM_RESTART] = "arm-restart",
+    [CR_WA_MARK_FAILED] = "mark-failed",
+    [CR_WA_REMOVE] = "remove",
 };
 
 const char *cr_wstate_to_string(enum cr_wstate s)
 {
-    return (unsigned)s < _CR_WS_MAX ? state_names[s] : "?";
+    return (unsigned)s < _CR_WS_MAX && states[s].name ? states[s].name : "?";
 }
 
 const char *cr_wevent_to_string(enum cr_wevent e)
 {
-    return (unsigned)e < _CR_WE_MAX ? event_names[e] : "?";
+    return (unsigned)e < _CR_WE_MAX && event_names[e] ? event_names[e] : "?";
 }
 
 const char *cr_waction_to_string(enum cr_waction a)
 {
-    return (unsigned)a < _CR_WA_MAX ? action_names[a] : "?";
+    return (unsigned)a < _CR_WA_MAX && action_names[a] ? action_names[a] : "?";
 }
 
 uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n)
@@ -127,7 +178,7 @@ struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
                                              uint64_t uptime_ms, bool planned)
 {
     if (planned)
-        return (struct cr_restart_decision){.next = CR_WS_BACKOFF, .delay_ms = 0};
+        return (struct cr_restart_decision){.event = CR_WE_RESTART, .delay_ms = 0};
 
     if (uptime_ms >= p->backoff_reset_ms)
         st->consecutive = 0;
@@ -137,7 +188,7 @@ struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
     unsigned budget = p->budget < CR_RESTART_MAX_BUDGET ? p->budget : CR_RESTART_MAX_BUDGET;
     if (deaths_in_window(st, now_ms, p->window_ms) > budget)
         return (struct cr_restart_decision){
-            .next = CR_WS_FAILED, .delay_ms = p->failed_retry_ms, .crash_loop = true};
-    return (struct cr_restart_decision){.next = CR_WS_BACKOFF,
+            .event = CR_WE_BUDGET_SPENT, .delay_ms = p->failed_retry_ms, .crash_loop = true};
+    return (struct cr_restart_decision){.event = CR_WE_RESTART,
                                         .delay_ms = cr_backoff_delay(p, st->consecutive)};
 }

@@ -1,10 +1,31 @@
 /* cr_lifecycle: the worker lifecycle as an explicit state × event table,
  * s6-style. Each cell names the next state and one small action that the
- * supervisor performs; an empty cell means the event is ignored in that
- * state. Every worker has exactly one deadline, so a timeout is just the
- * DEADLINE event, and its meaning comes from the state it fires in.
+ * supervisor performs (supervisor.c); an empty cell means the event is
+ * ignored in that state. Every worker has exactly one deadline, so a
+ * timeout is just the DEADLINE event, and its meaning comes from the state
+ * it fires in (the `deadline` column of the state list).
  *
- * Pure: no I/O. The supervisor owns the actions (supervisor.c).
+ * The table is the law: a worker's state changes only by a cell. Where the
+ * supervisor has to decide something (the restart policy after a death, a
+ * fork that failed), the action returns a follow-up event and the table
+ * says where that leads: an action never assigns a state.
+ *
+ * Pure: no I/O. tests/unit/core/test_lifecycle.c checks invariants over
+ * the whole table (see there), so a new cell cannot quietly break them.
+ *
+ * Adding a state (a frozen warm spare, say):
+ *   1. add CR_WS_<NAME> before _CR_WS_MAX;
+ *   2. add its row to the state list in lifecycle.c: name, whether a
+ *      process exists in it, what its deadline means;
+ *   3. add its row to the table: an EXIT cell (→ exited: reap) if it owns
+ *      a process, and a deadline or an event that leaves it;
+ *   4. add the events that enter and leave it (CR_WE_<NAME> before
+ *      _CR_WE_MAX, with a name) and any new action (CR_WA_<NAME>, a name,
+ *      and its function in supervisor.c's action list).
+ * The invariant tests then say what is missing. A readiness mode that
+ * assumes readiness without READY=1 is a cell like STARTING × DEADLINE →
+ * ready; a promotion is an event out of the spare state; a different
+ * crash-loop policy is a different cell for CR_WE_BUDGET_SPENT.
  */
 #pragma once
 
@@ -14,23 +35,31 @@
 #include "ring.h"
 
 enum cr_wstate {
+    CR_WS_NEW,      /* created, nothing spawned yet (within one call: start or retire) */
     CR_WS_STARTING, /* forked, exec'd, waiting for READY=1; deadline = start timeout */
     CR_WS_READY,    /* serving; deadline = watchdog silence */
     CR_WS_BLOCKED,  /* serving but silent past the watchdog; deadline = hang kill */
     CR_WS_DRAINING, /* SIGTERM sent; deadline = stop timeout */
     CR_WS_KILLING,  /* SIGABRT sent for a hang; deadline = SIGKILL */
-    CR_WS_EXITED,   /* reaped; the restart policy picks what follows */
+    CR_WS_EXITED,   /* reaped or never started; the restart policy picks what follows */
     CR_WS_BACKOFF,  /* waiting to restart; deadline = restart time */
-    CR_WS_FAILED,   /* crash loop; deadline = slow retry */
+    CR_WS_FAILED,   /* restart budget spent; deadline = slow retry */
+    CR_WS_GONE,     /* retired: unlinked, freed once its timer closed (terminal) */
     _CR_WS_MAX,
 };
 
 enum cr_wevent {
-    CR_WE_READY,    /* READY=1 received */
-    CR_WE_WATCHDOG, /* WATCHDOG=1 (or any report) received */
-    CR_WE_DEADLINE, /* the worker's deadline passed */
-    CR_WE_DRAIN,    /* stop, recycle or scale-down asked for this worker */
-    CR_WE_EXIT,     /* the process was reaped */
+    CR_WE_READY,        /* READY=1 received */
+    CR_WE_WATCHDOG,     /* WATCHDOG=1 (or any report) received */
+    CR_WE_DEADLINE,     /* the worker's deadline passed */
+    CR_WE_DRAIN,        /* stop, recycle or scale-down asked for this worker */
+    CR_WE_EXIT,         /* the process was reaped */
+    CR_WE_START,        /* spawn a new worker now (scale-up, start-up, replacement) */
+    CR_WE_SPAWN_FAILED, /* fork, cgroup or descriptors failed: no process exists */
+    CR_WE_RESTART,      /* the restart policy: start again after its delay */
+    CR_WE_BUDGET_SPENT, /* the restart policy: more deaths than the budget allows, or a
+                           death no retry can fix (exec failure) */
+    CR_WE_RETIRE,       /* nothing follows: stopping, scaled down, handed over */
     _CR_WE_MAX,
 };
 
@@ -45,9 +74,12 @@ enum cr_waction {
     CR_WA_KILL_HARD,          /* SIGKILL after the hang's SIGABRT was ignored */
     CR_WA_SEND_TERM,          /* SIGTERM; arm the stop-timeout deadline */
     CR_WA_KILL_STOP_TIMEOUT,  /* SIGKILL, ledger: stop-timeout */
-    CR_WA_REAP,               /* classify, record, apply the restart policy */
-    CR_WA_SPAWN,              /* fork + exec a new generation */
-    CR_WA_RETIRE,             /* drop a worker that has no process (backoff/failed) */
+    CR_WA_REAP,               /* classify, record; → RESTART, BUDGET_SPENT or RETIRE */
+    CR_WA_SPAWN,              /* fork + exec a new generation; → SPAWN_FAILED on failure */
+    CR_WA_SPAWN_FAILED,       /* apply the restart policy to a failed spawn */
+    CR_WA_ARM_RESTART,        /* arm the restart deadline the policy chose */
+    CR_WA_MARK_FAILED,        /* log and report "failed"; arm the slow-retry deadline */
+    CR_WA_REMOVE,             /* unlink and free a worker without process */
     _CR_WA_MAX,
 };
 
@@ -61,6 +93,13 @@ const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e
 
 /* True while a process exists for the worker. */
 bool cr_wstate_has_process(enum cr_wstate s);
+/* True for the state nothing leaves (a retired worker). */
+bool cr_wstate_terminal(enum cr_wstate s);
+/* True for states no one outside the table can observe a worker in: a
+ * worker passes through them inside one call (not listed in metrics). */
+bool cr_wstate_unseen(enum cr_wstate s);
+/* What the worker's one deadline means in state s, or NULL when it has none. */
+const char *cr_wstate_deadline(enum cr_wstate s);
 
 const char *cr_wstate_to_string(enum cr_wstate s);
 const char *cr_wevent_to_string(enum cr_wevent e);
@@ -85,7 +124,7 @@ struct cr_restart_state {
 };
 
 struct cr_restart_decision {
-    enum cr_wstate next;  /* CR_WS_BACKOFF or CR_WS_FAILED */
+    enum cr_wevent event; /* CR_WE_RESTART or CR_WE_BUDGET_SPENT */
     uint64_t delay_ms;    /* time until the next start */
     bool crash_loop;      /* the budget was just exceeded */
 };

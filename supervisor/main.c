@@ -21,6 +21,7 @@
 #include "sd.h"
 #include "status.h"
 #include "supervisor.h"
+#include "view.h"
 #include "worker_io.h"
 #include "worker_notify.h"
 

@@ -8,28 +8,27 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cr_config.h"
-#include "internal.h"
-#include "history.h"
+#include "death.h"
 #include "prom.h"
 #include "trend.h"
+#include "view.h"
 
-typedef double (*getter)(const struct cr_worker *w);
+typedef double (*getter)(const struct cr_worker_view *w);
 
-static double g_rss(const struct cr_worker *w) { return (double)(w->rss ? w->rss : w->last.rss); }
-static double g_heap_used(const struct cr_worker *w) { return (double)w->last.heap_used; }
-static double g_heap_total(const struct cr_worker *w) { return (double)w->last.heap_total; }
-static double g_heap_limit(const struct cr_worker *w) { return (double)w->last.heap_limit; }
-static double g_external(const struct cr_worker *w) { return (double)w->last.external; }
-static double g_cg_usage(const struct cr_worker *w) { return (double)w->cg_usage; }
-static double g_cg_limit(const struct cr_worker *w) { return (double)w->cg_limit; }
-static double g_requests(const struct cr_worker *w) { return (double)w->last.requests; }
-static double g_inflight(const struct cr_worker *w) { return (double)w->last.inflight; }
-static double g_elu(const struct cr_worker *w) { return w->last.elu; }
-static double g_restarts(const struct cr_worker *w) { return w->restarts; }
-static double g_oom(const struct cr_worker *w) { return w->oom_kills; }
-static double g_pool(const struct cr_worker *w) { return (double)w->last.pool_queue; }
-static double g_gen(const struct cr_worker *w) { return w->generation; }
+static double g_rss(const struct cr_worker_view *w) { return (double)w->rss; }
+static double g_heap_used(const struct cr_worker_view *w) { return (double)w->last.heap_used; }
+static double g_heap_total(const struct cr_worker_view *w) { return (double)w->last.heap_total; }
+static double g_heap_limit(const struct cr_worker_view *w) { return (double)w->last.heap_limit; }
+static double g_external(const struct cr_worker_view *w) { return (double)w->last.external; }
+static double g_cg_usage(const struct cr_worker_view *w) { return (double)w->cg_usage; }
+static double g_cg_limit(const struct cr_worker_view *w) { return (double)w->cg_limit; }
+static double g_requests(const struct cr_worker_view *w) { return (double)w->last.requests; }
+static double g_inflight(const struct cr_worker_view *w) { return (double)w->last.inflight; }
+static double g_elu(const struct cr_worker_view *w) { return w->last.elu; }
+static double g_restarts(const struct cr_worker_view *w) { return w->restarts; }
+static double g_oom(const struct cr_worker_view *w) { return w->oom_kills; }
+static double g_pool(const struct cr_worker_view *w) { return (double)w->last.pool_queue; }
+static double g_gen(const struct cr_worker_view *w) { return w->generation; }
 
 static const struct {
     const char *name, *type, *help;
@@ -51,38 +50,64 @@ static const struct {
     {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen},
 };
 
-static bool listed(const struct cr_worker *w)
+/* The workers listed per worker: those with a process, not a replacement
+ * still starting (its slot's current process is listed). A snapshot, taken
+ * once, so every family lists the same workers. */
+struct listed {
+    struct cr_worker_view *v;
+    size_t n;
+};
+
+static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
 {
-    return w->pid && !w->replaces;
+    size_t cap = 0;
+    for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w))
+        cap++;
+    ret->v = calloc(cap ? cap : 1, sizeof(*ret->v));
+    ret->n = 0;
+    if (!ret->v)
+        return -1;
+    for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
+        cr_view_worker(w, &ret->v[ret->n]);
+        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces)
+            ret->n++;
+    }
+    return 0;
+}
+
+static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *sup)
+{
+    struct cr_supervisor_view v;
+    cr_view_supervisor(sup, &v);
+    cr_prom_family(b, "corral_up", "gauge", "1 while corrald runs.");
+    cr_prom_printf(b, "corral_up 1\n");
+    cr_prom_family(b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
+    cr_prom_printf(b, "corral_uptime_seconds %.3f\n", (double)v.uptime_ms / 1000.0);
+    cr_prom_family(b, "corral_workers", "gauge", "Workers by lifecycle state.");
+    for (int s = 0; s < _CR_WS_MAX; s++)
+        if (!cr_wstate_unseen((enum cr_wstate)s))
+            cr_prom_printf(b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s),
+                cr_supervisor_count_state(sup, (enum cr_wstate)s));
+    cr_prom_family(b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
+    cr_prom_printf(b, "corral_workers_target %u\n", v.target);
+    cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
+    for (int d = 0; d < _CR_DEATH_MAX; d++)
+        cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
+            cr_death_to_string((enum cr_death)d), v.deaths_by_category[d]);
 }
 
 char *cr_metrics_text(const struct cr_supervisor *sup)
 {
     struct cr_prom b = CR_PROM_INIT;
-    cr_prom_family(&b, "corral_up", "gauge", "1 while corrald runs.");
-    cr_prom_printf(&b, "corral_up 1\n");
-    cr_prom_family(&b, "corral_uptime_seconds", "gauge", "Seconds since corrald started.");
-    cr_prom_printf(&b, "corral_uptime_seconds %.3f\n", (double)(cr_now_ms(sup) - sup->started_at) / 1000.0);
-    cr_prom_family(&b, "corral_workers", "gauge", "Workers by lifecycle state.");
-    for (int s = 0; s < _CR_WS_MAX; s++) {
-        unsigned n = 0;
-        for (const struct cr_worker *w = sup->workers; w; w = w->next)
-            n += (int)w->state == s;
-        cr_prom_printf(&b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s), n);
-    }
-    cr_prom_family(&b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
-    cr_prom_printf(&b, "corral_workers_target %u\n", sup->target);
-    cr_prom_family(&b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
-    for (int d = 0; d < _CR_DEATH_MAX; d++)
-        cr_prom_printf(&b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
-            cr_death_to_string((enum cr_death)d), sup->deaths_by_category[d]);
-
+    struct listed ws;
+    if (snapshot(sup, &ws) < 0)
+        return NULL;
+    supervisor_families(&b, sup);
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
         cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
-        for (const struct cr_worker *w = sup->workers; w; w = w->next)
-            if (listed(w))
-                cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, w->id,
-                    worker_metrics[m].get(w));
+        for (size_t i = 0; i < ws.n; i++)
+            cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, ws.v[i].id,
+                worker_metrics[m].get(&ws.v[i]));
     }
     /* Three gauges, not one with a "quantile" label: that label belongs to
      * summaries, and these are a window's statistics, reset each report. */
@@ -96,17 +121,16 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
         cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
-        for (const struct cr_worker *w = sup->workers; w; w = w->next)
-            if (listed(w))
-                cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, w->id,
-                    (double)*(const uint64_t *)((const char *)&w->last + delays[d].off) / 1e6);
+        for (size_t i = 0; i < ws.n; i++)
+            cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
+                (double)*(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off) / 1e6);
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if (listed(w))
-            cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", w->id,
-                cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict));
+    for (size_t i = 0; i < ws.n; i++)
+        cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", ws.v[i].id,
+            cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
+    free(ws.v);
     char *text;
     return cr_prom_take(&b, &text, NULL) < 0 ? NULL : text;
 }

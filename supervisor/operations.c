@@ -21,6 +21,7 @@
 #include "internal.h"
 #include "log.h"
 #include "supervisor.h"
+#include "view.h"
 #include "worker_io.h"
 #include "worker_spawn.h"
 

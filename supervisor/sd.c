@@ -17,7 +17,7 @@
 #include "events.h"
 #include "history.h"
 #include "log.h"
-#include "supervisor.h"
+#include "view.h"
 
 struct cr_sd {
     struct cr_supervisor *sup;

@@ -5,13 +5,14 @@
 #include <cjson/cJSON.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "cr_cgroup.h"
 #include "cr_config.h"
 #include "events.h"
 #include "history.h"
-#include "internal.h"
-#include "supervisor.h"
+#include "listen.h"
 #include "trend.h"
+#include "view.h"
 
 static void num(cJSON *o, const char *k, double v)
 {
@@ -20,50 +21,49 @@ static void num(cJSON *o, const char *k, double v)
 
 cJSON *cr_worker_json(const struct cr_worker *w)
 {
-    const struct cr_supervisor *sup = w->sup;
-    uint64_t now = cr_now_ms(sup);
+    struct cr_worker_view v;
+    cr_view_worker(w, &v);
     cJSON *o = cJSON_CreateObject();
-    num(o, "id", w->id);
-    num(o, "pid", w->pid);
-    num(o, "generation", w->generation);
-    cJSON_AddStringToObject(o, "state", cr_wstate_to_string(w->state));
-    num(o, "uptime_ms", w->pid ? (double)(now - w->spawned_at) : 0);
-    num(o, "restarts", w->restarts);
-    if (w->replaces)
-        num(o, "replaces_pid", w->replaces->pid);
-    if (w->replaced_by)
-        num(o, "replaced_by_pid", w->replaced_by->pid);
-    cJSON_AddBoolToObject(o, "retiring", w->retire_on_exit);
-    cJSON_AddBoolToObject(o, "recycle_queued", w->recycle_queued);
-    num(o, "requests", (double)w->last.requests);
-    num(o, "inflight", (double)w->last.inflight);
-    num(o, "rss_bytes", (double)(w->rss ? w->rss : w->last.rss));
-    num(o, "heap_used_bytes", (double)w->last.heap_used);
-    num(o, "heap_total_bytes", (double)w->last.heap_total);
-    num(o, "heap_limit_bytes", (double)w->last.heap_limit);
-    num(o, "external_bytes", (double)w->last.external);
-    num(o, "cgroup_usage_bytes", (double)w->cg_usage);
-    num(o, "cgroup_limit_bytes", (double)w->cg_limit);
-    num(o, "cgroup_soft_bytes", (double)sup->cfg.memory_soft);
-    if (w->cg)
-        cJSON_AddStringToObject(o, "cgroup", cr_cgroup_rel(w->cg));
-    num(o, "oom_events", w->oom_events);
-    num(o, "oom_kills", w->oom_kills);
-    num(o, "loop_delay_p50_us", (double)w->last.delay_p50_us);
-    num(o, "loop_delay_p99_us", (double)w->last.delay_p99_us);
-    num(o, "loop_delay_max_us", (double)w->last.delay_max_us);
-    num(o, "elu", w->last.elu);
-    num(o, "pool_queue", (double)w->last.pool_queue);
-    num(o, "last_report_ago_ms", w->pid ? (double)(now - w->last_report_at) : 0);
-    cJSON_AddStringToObject(o, "verdict",
-                            cr_trend_verdict_to_string((enum cr_trend_verdict)w->verdict));
-    cJSON_AddStringToObject(o, "verdict_detail", w->verdict_text);
-    if (w->status_text[0])
-        cJSON_AddStringToObject(o, "status", w->status_text);
-    if (w->last_death[0]) {
+    num(o, "id", v.id);
+    num(o, "pid", v.pid);
+    num(o, "generation", v.generation);
+    cJSON_AddStringToObject(o, "state", cr_wstate_to_string(v.state));
+    num(o, "uptime_ms", (double)v.uptime_ms);
+    num(o, "restarts", v.restarts);
+    if (v.replaces)
+        num(o, "replaces_pid", v.replaces_pid);
+    if (v.replaced_by)
+        num(o, "replaced_by_pid", v.replaced_by_pid);
+    cJSON_AddBoolToObject(o, "retiring", v.retiring);
+    cJSON_AddBoolToObject(o, "recycle_queued", v.recycle_queued);
+    num(o, "requests", (double)v.last.requests);
+    num(o, "inflight", (double)v.last.inflight);
+    num(o, "rss_bytes", (double)v.rss);
+    num(o, "heap_used_bytes", (double)v.last.heap_used);
+    num(o, "heap_total_bytes", (double)v.last.heap_total);
+    num(o, "heap_limit_bytes", (double)v.last.heap_limit);
+    num(o, "external_bytes", (double)v.last.external);
+    num(o, "cgroup_usage_bytes", (double)v.cg_usage);
+    num(o, "cgroup_limit_bytes", (double)v.cg_limit);
+    num(o, "cgroup_soft_bytes", (double)v.cg_soft);
+    if (v.cgroup)
+        cJSON_AddStringToObject(o, "cgroup", v.cgroup);
+    num(o, "oom_events", v.oom_events);
+    num(o, "oom_kills", v.oom_kills);
+    num(o, "loop_delay_p50_us", (double)v.last.delay_p50_us);
+    num(o, "loop_delay_p99_us", (double)v.last.delay_p99_us);
+    num(o, "loop_delay_max_us", (double)v.last.delay_max_us);
+    num(o, "elu", v.last.elu);
+    num(o, "pool_queue", (double)v.last.pool_queue);
+    num(o, "last_report_ago_ms", (double)v.last_report_ago_ms);
+    cJSON_AddStringToObject(o, "verdict", cr_trend_verdict_to_string((enum cr_trend_verdict)v.verdict));
+    cJSON_AddStringToObject(o, "verdict_detail", v.verdict_text);
+    if (v.status_text[0])
+        cJSON_AddStringToObject(o, "status", v.status_text);
+    if (v.last_death[0]) {
         cJSON *d = cJSON_AddObjectToObject(o, "last_death");
-        cJSON_AddStringToObject(d, "category", w->last_death);
-        cJSON_AddStringToObject(d, "reason", w->last_death_reason);
+        cJSON_AddStringToObject(d, "category", v.last_death);
+        cJSON_AddStringToObject(d, "reason", v.last_death_reason);
     } else {
         cJSON_AddNullToObject(o, "last_death");
     }
@@ -72,42 +72,42 @@ cJSON *cr_worker_json(const struct cr_worker *w)
 
 cJSON *cr_status_json(const struct cr_supervisor *sup)
 {
+    struct cr_supervisor_view v;
+    cr_view_supervisor(sup, &v);
     cJSON *root = cJSON_CreateObject();
     cJSON *s = cJSON_AddObjectToObject(root, "supervisor");
     num(s, "pid", getpid());
     cJSON_AddStringToObject(s, "version", CR_VERSION);
-    num(s, "uptime_ms", (double)(cr_now_ms(sup) - sup->started_at));
-    num(s, "started_ms", (double)sup->started_wall_ms);
-    cJSON_AddStringToObject(s, "state", sup->stopping    ? "stopping"
-                                        : sup->reloading ? "reloading"
-                                                         : "running");
-    num(s, "workers_target", sup->target);
-    num(s, "workers_ready", cr_supervisor_count_ready(sup));
+    num(s, "uptime_ms", (double)v.uptime_ms);
+    num(s, "started_ms", (double)v.started_wall_ms);
+    cJSON_AddStringToObject(s, "state", v.stopping ? "stopping" : v.reloading ? "reloading" : "running");
+    num(s, "workers_target", v.target);
+    num(s, "workers_ready", v.ready);
     cJSON *l = cJSON_AddArrayToObject(s, "listen");
     cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "address", sup->listener.addr);
-    cJSON_AddStringToObject(a, "source", sup->listener.from_systemd ? "systemd" : "bound");
-    cJSON_AddStringToObject(a, "balance", cr_balance_to_string(sup->cfg.balance));
+    cJSON_AddStringToObject(a, "address", v.listener->addr);
+    cJSON_AddStringToObject(a, "source", v.listener->from_systemd ? "systemd" : "bound");
+    cJSON_AddStringToObject(a, "balance", cr_balance_to_string(v.config->balance));
     cJSON_AddItemToArray(l, a);
     cJSON *cg = cJSON_AddObjectToObject(s, "cgroup");
     cJSON_AddStringToObject(cg, "layout",
-                            sup->cgroups ? cr_cgroup_layout_to_string(sup->cg_layout) : "none");
-    if (sup->cg_workers)
-        cJSON_AddStringToObject(cg, "workers", cr_cgroup_rel(sup->cg_workers));
+                            v.cgroups ? cr_cgroup_layout_to_string(v.cg_layout) : "none");
+    if (v.cg_workers)
+        cJSON_AddStringToObject(cg, "workers", v.cg_workers);
     cJSON *d = cJSON_AddObjectToObject(s, "deaths");
     for (int i = 0; i < _CR_DEATH_MAX; i++)
-        num(d, cr_death_to_string((enum cr_death)i), sup->deaths_by_category[i]);
+        num(d, cr_death_to_string((enum cr_death)i), v.deaths_by_category[i]);
     cJSON *c = cJSON_AddObjectToObject(s, "config");
-    cr_config_to_json(&sup->cfg, c);
+    cr_config_to_json(v.config, c);
     cJSON *cmd = cJSON_AddArrayToObject(c, "command");
-    if (sup->cfg.argc)
-        for (size_t i = 0; i < sup->cfg.argc; i++)
-            cJSON_AddItemToArray(cmd, cJSON_CreateString(sup->cfg.argv[i]));
+    if (v.config->argc)
+        for (size_t i = 0; i < v.config->argc; i++)
+            cJSON_AddItemToArray(cmd, cJSON_CreateString(v.config->argv[i]));
     else
-        cJSON_AddItemToArray(cmd, cJSON_CreateString(sup->worker_path));
+        cJSON_AddItemToArray(cmd, cJSON_CreateString(v.worker_path));
 
     cJSON *ws = cJSON_AddArrayToObject(root, "workers");
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
+    for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w))
         cJSON_AddItemToArray(ws, cr_worker_json(w));
     return root;
 }

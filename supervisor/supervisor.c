@@ -23,6 +23,7 @@
 #include "internal.h"
 #include "log.h"
 #include "trend.h"
+#include "worker_death.h"
 #include "worker_io.h"
 #include "worker_spawn.h"
 
@@ -51,8 +52,7 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
     if (!w)
         return NULL;
     w->sup = sup;
-    w->id = id;
-    w->state = CR_WS_BACKOFF;
+    w->id = id; /* state CR_WS_NEW: calloc's zero */
     uv_timer_init(sup->loop, &w->deadline);
     w->deadline.data = w;
     /* Keep the list ordered by id, replacements after the worker they replace. */
@@ -70,8 +70,8 @@ static void worker_freed(uv_handle_t *h)
     free(w);
 }
 
-/* Unlinks and frees a worker that has no process. */
-void cr_worker_remove(struct cr_worker *w)
+/* Unlinks and frees a worker that has no process (the REMOVE action). */
+static void worker_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     for (struct cr_worker **pp = &sup->workers; *pp; pp = &(*pp)->next)
@@ -241,6 +241,9 @@ void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *t
 
 /* ---- the lifecycle table's actions ------------------------------------- */
 
+/* An action's answer when no decision follows. */
+#define NOTHING _CR_WE_MAX
+
 static void arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
@@ -250,7 +253,12 @@ static void arm_watchdog(struct cr_worker *w)
         cr_worker_clear_deadline(w);
 }
 
-static void act_become_ready(struct cr_worker *w)
+static enum cr_wevent act_none(struct cr_worker *w)
+{
+    return NOTHING;
+}
+
+static enum cr_wevent act_become_ready(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     w->ready_at = cr_now_ms(sup);
@@ -266,9 +274,16 @@ static void act_become_ready(struct cr_worker *w)
     }
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
+    return NOTHING;
 }
 
-static void act_flag_blocked(struct cr_worker *w)
+static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
+{
+    arm_watchdog(w);
+    return NOTHING;
+}
+
+static enum cr_wevent act_flag_blocked(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
     uint64_t silent = cr_now_ms(w->sup) - w->last_report_at;
@@ -279,20 +294,31 @@ static void act_flag_blocked(struct cr_worker *w)
     if (c->hang_timeout_ms)
         cr_worker_set_deadline(w, c->hang_timeout_ms > silent ? c->hang_timeout_ms - silent : 0);
     cr_supervisor_table_changed(w->sup);
+    return NOTHING;
 }
 
-static void act_unblock(struct cr_worker *w)
+static enum cr_wevent act_unblock(struct cr_worker *w)
 {
     cr_log_event(CR_LOG_NOTICE, "unblocked", w->id, w->pid, NULL,
                  "worker %d unblocked: heartbeat again", w->id);
     publish_state(w, "unblocked", NULL);
     arm_watchdog(w);
     cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_kill_start_timeout(struct cr_worker *w)
+{
+    cr_log_event(CR_LOG_ERR, "start-timeout", w->id, w->pid, NULL,
+                 "worker %d not ready after %llu ms: SIGKILL", w->id,
+                 (unsigned long long)w->sup->cfg.start_timeout_ms);
+    cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "no READY=1 in time");
+    return NOTHING;
 }
 
 #define HANG_ABORT_GRACE_MS 2000
 
-static void act_kill_hang(struct cr_worker *w)
+static enum cr_wevent act_kill_hang(struct cr_worker *w)
 {
     char text[128];
     snprintf(text, sizeof(text), "no heartbeat for %llu ms (hang timeout %llu ms)",
@@ -303,9 +329,18 @@ static void act_kill_hang(struct cr_worker *w)
                  HANG_ABORT_GRACE_MS);
     cr_worker_signal(w, SIGABRT, CR_KILL_HANG, text);
     cr_worker_set_deadline(w, HANG_ABORT_GRACE_MS);
+    return NOTHING;
 }
 
-static void act_send_term(struct cr_worker *w)
+static enum cr_wevent act_kill_hard(struct cr_worker *w)
+{
+    cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
+                 "worker %d survived SIGABRT: SIGKILL", w->id);
+    cr_worker_signal(w, SIGKILL, CR_KILL_HANG, NULL);
+    return NOTHING;
+}
+
+static enum cr_wevent act_send_term(struct cr_worker *w)
 {
     enum cr_kill_reason why = w->kill_reason != CR_KILL_NONE ? w->kill_reason : CR_KILL_STOP;
     cr_log_event(CR_LOG_INFO, "draining", w->id, w->pid, NULL,
@@ -316,71 +351,17 @@ static void act_send_term(struct cr_worker *w)
     cr_worker_signal(w, SIGTERM, why, NULL);
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
     cr_supervisor_table_changed(w->sup);
+    return NOTHING;
 }
 
-static void act_reap(struct cr_worker *w);
-
-void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
+static enum cr_wevent act_kill_stop_timeout(struct cr_worker *w)
 {
-    const struct cr_transition *t = cr_lifecycle_step(w->state, e);
-    if (!t)
-        return;
-    w->prev = w->state;
-    w->state = t->next;
-    switch (t->action) {
-    case CR_WA_NONE:
-        break;
-    case CR_WA_BECOME_READY:
-        act_become_ready(w);
-        break;
-    case CR_WA_ARM_WATCHDOG:
-        arm_watchdog(w);
-        break;
-    case CR_WA_FLAG_BLOCKED:
-        act_flag_blocked(w);
-        break;
-    case CR_WA_UNBLOCK:
-        act_unblock(w);
-        break;
-    case CR_WA_KILL_START_TIMEOUT:
-        cr_log_event(CR_LOG_ERR, "start-timeout", w->id, w->pid, NULL,
-                     "worker %d not ready after %llu ms: SIGKILL", w->id,
-                     (unsigned long long)w->sup->cfg.start_timeout_ms);
-        cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "no READY=1 in time");
-        break;
-    case CR_WA_KILL_HANG:
-        act_kill_hang(w);
-        break;
-    case CR_WA_KILL_HARD:
-        cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
-                     "worker %d survived SIGABRT: SIGKILL", w->id);
-        cr_worker_signal(w, SIGKILL, CR_KILL_HANG, NULL);
-        break;
-    case CR_WA_SEND_TERM:
-        act_send_term(w);
-        break;
-    case CR_WA_KILL_STOP_TIMEOUT:
-        cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL,
-                     "worker %d still draining after %llu ms: SIGKILL", w->id,
-                     (unsigned long long)w->sup->cfg.stop_timeout_ms);
-        cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, NULL);
-        break;
-    case CR_WA_REAP:
-        act_reap(w);
-        break;
-    case CR_WA_SPAWN:
-        cr_worker_start(w);
-        break;
-    case CR_WA_RETIRE:
-        cr_worker_clear_deadline(w);
-        cr_worker_remove(w);
-        break;
-    case _CR_WA_MAX:
-        break;
-    }
+    cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL,
+                 "worker %d still draining after %llu ms: SIGKILL", w->id,
+                 (unsigned long long)w->sup->cfg.stop_timeout_ms);
+    cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, NULL);
+    return NOTHING;
 }
-
-/* ---- death -------------------------------------------------------------- */
 
 struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup)
 {
@@ -412,78 +393,30 @@ static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptim
     cr_log_event(CR_LOG_WARNING, "replacement-failed", r->id, 0, NULL,
                  "worker %d: the replacement died before it was ready; the old worker keeps "
                  "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
-    cr_worker_remove(r);
-    cr_supervisor_pump_recycles(sup);
 }
 
-void cr_worker_reaped(struct cr_worker *w)
-{
-    cr_worker_event(w, CR_WE_EXIT);
-}
-
-static void act_reap(struct cr_worker *w)
+/* Classifies and records the death, then decides what follows it. */
+static enum cr_wevent act_reap(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
-    cr_io_drain_output(w);
-
-    char tail[CR_STDERR_TAIL];
-    size_t tail_len = 0;
-    cr_io_tail(w, tail, &tail_len);
-
-    struct cr_postmortem *pm = calloc(1, sizeof(*pm));
+    struct cr_postmortem *pm = cr_worker_postmortem(w, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
-    struct cr_death_evidence ev = {
-        .cld_code = w->wait_code,
-        .cld_status = w->wait_status,
-        .exec_failed = w->exec_errno != 0,
-        .exec_errno = w->exec_errno,
-        .kill_reason = w->kill_reason,
-        .kill_signal = w->kill_signal,
-        .kill_sigmask = w->kill_sigmask,
-        .kill_text = w->kill_text[0] ? w->kill_text : NULL,
-        .fatal_heap_limit = w->fatal_heap_limit,
-        .heap_used = w->last.heap_used,
-        .heap_limit = w->last.heap_limit,
-        .stderr_tail = tail,
-        .stderr_len = tail_len,
-        .uptime_ms = now - w->spawned_at,
-    };
-    cr_cg_worker_evidence(w, &ev, pm);
-
-    struct cr_death_result res;
-    if (cr_death_classify(&ev, &res) < 0) {
-        res = (struct cr_death_result){.category = CR_DEATH_SIGNAL, .exit_code = -1};
-        snprintf(res.reason, sizeof(res.reason), "unclassifiable wait status %d/%d", w->wait_code,
-                 w->wait_status);
-    }
-    pm->worker_id = (unsigned)w->id;
-    pm->pid = w->pid;
-    pm->generation = w->generation;
-    pm->start_ms = (int64_t)w->spawned_wall_ms;
-    pm->end_ms = (int64_t)cr_wall_ms();
-    pm->uptime_ms = ev.uptime_ms;
-    pm->rss = w->rss ? w->rss : w->last.rss;
-    pm->heap_used = w->last.heap_used;
-    pm->heap_total = w->last.heap_total;
-    pm->heap_limit = w->last.heap_limit;
-    pm->external = w->last.external;
-    pm->loop_delay_max_us = w->last.delay_max_us;
-    cr_postmortem_set_death(pm, &res);
-    cr_postmortem_set_stderr(pm, tail, tail_len);
     cr_history_push(sup->history, pm);
-    sup->deaths_by_category[res.category]++;
-    if (res.category == CR_DEATH_OOM_OWN_LIMIT || res.category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
-        res.category == CR_DEATH_OOM_SYSTEM)
+    sup->deaths_by_category[pm->category]++;
+    if (pm->category == CR_DEATH_OOM_OWN_LIMIT || pm->category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
+        pm->category == CR_DEATH_OOM_SYSTEM)
         w->oom_kills++;
-    snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(res.category));
-    snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", res.reason);
+    snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(pm->category));
+    snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", pm->reason);
     struct cr_event died = worker_event(w, CR_EV_WORKER_DIED);
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
+    bool planned = pm->planned, exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
+    uint64_t uptime = (uint64_t)pm->uptime_ms;
     free(pm);
 
     cr_cg_worker_release(w);
@@ -491,75 +424,134 @@ static void act_reap(struct cr_worker *w)
     w->recycle_queued = false; /* a recycle asked of this process died with it */
 
     /* What follows the death. */
-    if (w->retire_on_exit || sup->stopping) {
-        cr_worker_remove(w);
-        cr_supervisor_table_changed(sup);
-        return;
-    }
+    if (w->retire_on_exit || sup->stopping)
+        return CR_WE_RETIRE;
     if (w->replaced_by) {
         /* Died while its replacement was starting: the replacement owns the slot now. */
         w->replaced_by->replaces = NULL;
         w->replaced_by->oom_kills = w->oom_kills;
         w->replaced_by->restarts = w->restarts;
         w->replaced_by = NULL;
-        cr_worker_remove(w);
-        cr_supervisor_table_changed(sup);
-        return;
+        return CR_WE_RETIRE;
     }
     if (w->replaces) {
-        replacement_failed(w, now, ev.uptime_ms);
-        return;
+        replacement_failed(w, now, uptime);
+        return CR_WE_RETIRE;
     }
     struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d =
-        cr_restart_decide(&p, &w->restart, now, ev.uptime_ms, res.planned);
-    if (res.category == CR_DEATH_EXEC_FAILED) {
+    w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
+    if (exec_failed) {
         /* Nothing will change by retrying fast: the program is not there. */
-        d = (struct cr_restart_decision){.next = CR_WS_FAILED, .delay_ms = p.failed_retry_ms};
+        w->decision = (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
+                                                   .delay_ms = p.failed_retry_ms};
     }
     w->restarts++;
-    w->prev = w->state;
-    w->state = d.next;
-    if (d.next == CR_WS_FAILED) {
-        cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL,
-                     "worker %d FAILED: %s; retrying every %llu ms", w->id,
-                     d.crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
-                     (unsigned long long)d.delay_ms);
-        publish_state(w, "failed", d.crash_loop ? "crash-loop" : "exec-failed");
-    } else if (d.delay_ms) {
-        cr_log_event(CR_LOG_INFO, "backoff", w->id, 0, NULL, "worker %d restarts in %llu ms",
-                     w->id, (unsigned long long)d.delay_ms);
-    }
-    cr_worker_set_deadline(w, d.delay_ms);
-    cr_supervisor_table_changed(sup);
+    return w->decision.event;
 }
 
+/* Forks and execs the next generation; a failure is an event of its own. */
+static enum cr_wevent act_spawn(struct cr_worker *w)
+{
+    int r = cr_worker_spawn(w);
+    if (r < 0) {
+        cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
+                     w->id, strerror(-r));
+        return CR_WE_SPAWN_FAILED;
+    }
+    cr_worker_set_deadline(w, w->sup->cfg.start_timeout_ms);
+    publish_state(w, "spawned", NULL);
+    return NOTHING;
+}
 
-/* ---- spawning ----------------------------------------------------------- */
+/* Fork or the cgroup failed: an unplanned death without a process, so the
+ * restart policy throttles it. A failed replacement leaves the old worker
+ * serving. */
+static enum cr_wevent act_spawn_failed(struct cr_worker *w)
+{
+    if (w->replaces)
+        return CR_WE_RETIRE;
+    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
+    w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), 0, false);
+    return w->decision.event;
+}
+
+static enum cr_wevent act_arm_restart(struct cr_worker *w)
+{
+    if (w->decision.delay_ms)
+        cr_log_event(CR_LOG_INFO, "backoff", w->id, 0, NULL, "worker %d restarts in %llu ms",
+                     w->id, (unsigned long long)w->decision.delay_ms);
+    cr_worker_set_deadline(w, w->decision.delay_ms);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_mark_failed(struct cr_worker *w)
+{
+    const struct cr_restart_decision *d = &w->decision;
+    cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying every %llu ms",
+                 w->id, d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
+                 (unsigned long long)d->delay_ms);
+    publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
+    cr_worker_set_deadline(w, d->delay_ms);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_remove(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    cr_worker_clear_deadline(w);
+    worker_remove(w);
+    cr_supervisor_table_changed(sup);
+    cr_supervisor_pump_recycles(sup);
+    return NOTHING;
+}
+
+typedef enum cr_wevent (*action_fn)(struct cr_worker *w);
+
+/* What each action of the table does; every action has a function. */
+static const action_fn actions[_CR_WA_MAX] = {
+    [CR_WA_NONE] = act_none,
+    [CR_WA_BECOME_READY] = act_become_ready,
+    [CR_WA_ARM_WATCHDOG] = act_arm_watchdog,
+    [CR_WA_FLAG_BLOCKED] = act_flag_blocked,
+    [CR_WA_UNBLOCK] = act_unblock,
+    [CR_WA_KILL_START_TIMEOUT] = act_kill_start_timeout,
+    [CR_WA_KILL_HANG] = act_kill_hang,
+    [CR_WA_KILL_HARD] = act_kill_hard,
+    [CR_WA_SEND_TERM] = act_send_term,
+    [CR_WA_KILL_STOP_TIMEOUT] = act_kill_stop_timeout,
+    [CR_WA_REAP] = act_reap,
+    [CR_WA_SPAWN] = act_spawn,
+    [CR_WA_SPAWN_FAILED] = act_spawn_failed,
+    [CR_WA_ARM_RESTART] = act_arm_restart,
+    [CR_WA_MARK_FAILED] = act_mark_failed,
+    [CR_WA_REMOVE] = act_remove,
+};
+
+/* The only place a worker's state changes. An action may answer with a
+ * follow-up event (the restart policy's decision, a failed fork); the
+ * table says where that leads, so no action ever assigns a state. */
+void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
+{
+    while (e != NOTHING) {
+        const struct cr_transition *t = cr_lifecycle_step(w->state, e);
+        if (!t)
+            return;
+        w->prev = w->state;
+        w->state = t->next;
+        e = actions[t->action](w);
+    }
+}
+
+void cr_worker_reaped(struct cr_worker *w)
+{
+    cr_worker_event(w, CR_WE_EXIT);
+}
 
 void cr_worker_start(struct cr_worker *w)
 {
-    struct cr_supervisor *sup = w->sup;
-    int r = cr_worker_spawn(w);
-    if (r == 0) {
-        w->prev = w->state;
-        w->state = CR_WS_STARTING;
-        cr_worker_set_deadline(w, sup->cfg.start_timeout_ms);
-        publish_state(w, "spawned", NULL);
-        return;
-    }
-    cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
-                 w->id, strerror(-r));
-    if (w->replaces) {
-        /* A failed replacement leaves the old worker serving. */
-        cr_worker_remove(w);
-        return;
-    }
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d = cr_restart_decide(&p, &w->restart, cr_now_ms(sup), 0, false);
-    w->prev = w->state;
-    w->state = d.next;
-    cr_worker_set_deadline(w, d.delay_ms);
+    cr_worker_event(w, CR_WE_START);
 }
 
 /* ---- the end ------------------------------------------------------------ */
@@ -591,63 +583,4 @@ void cr_supervisor_maybe_finish(struct cr_supervisor *sup)
         uv_is_closing((uv_handle_t *)&sup->finish_timer))
         return;
     uv_timer_start(&sup->finish_timer, finish_stop, 0, 0);
-}
-
-/* ---- const views -------------------------------------------------------- */
-
-unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup)
-{
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if ((w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) && !w->retire_on_exit)
-            n++;
-    return n;
-}
-
-unsigned cr_supervisor_count_state(const struct cr_supervisor *sup, enum cr_wstate s)
-{
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        n += w->state == s;
-    return n;
-}
-
-unsigned cr_supervisor_target(const struct cr_supervisor *sup)
-{
-    return sup->target;
-}
-
-bool cr_supervisor_stopping(const struct cr_supervisor *sup)
-{
-    return sup->stopping;
-}
-
-bool cr_supervisor_reloading(const struct cr_supervisor *sup)
-{
-    return sup->reloading;
-}
-
-const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup)
-{
-    return &sup->cfg;
-}
-
-const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup)
-{
-    return sup->history;
-}
-
-uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup)
-{
-    return cr_now_ms(sup);
-}
-
-uint64_t cr_supervisor_uptime_ms(const struct cr_supervisor *sup)
-{
-    return cr_now_ms(sup) - sup->started_at;
-}
-
-const char *cr_worker_state_name(const struct cr_worker *w)
-{
-    return cr_wstate_to_string(w->state);
 }

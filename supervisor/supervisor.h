@@ -6,7 +6,7 @@
  * the inputs (worker notify messages, memory samples, control commands,
  * signals) call down into it through this header and operations.h. The
  * struct layouts are in internal.h, which views never include: they read
- * through the const accessors at the end of this file.
+ * through view.h.
  *
  * One struct cr_supervisor per corrald; workers hang off it (no globals).
  * Single-threaded: everything runs on the supervisor's libuv loop.
@@ -47,14 +47,12 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
 
 /* A new process-less worker in slot id, linked into the table (NULL: no memory). */
 struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
-/* Unlinks and frees a worker that has no process. */
-void cr_worker_remove(struct cr_worker *w);
 /* The one deadline of a worker, `ms` from now. A zero delay still goes
  * through the loop, so an action never recurses into the table. */
 void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
 void cr_worker_clear_deadline(struct cr_worker *w);
-/* Spawns the next generation of w, or — when even fork or the cgroup fails
- * — lets the restart policy throttle it like an unplanned death. */
+/* The START event: spawns the first generation of a new worker, or — when
+ * even fork or the cgroup fails — lets the restart policy throttle it. */
 void cr_worker_start(struct cr_worker *w);
 /* Starts queued replacements up to --recycle-parallel; ends a reload. */
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
@@ -72,20 +70,8 @@ void cr_supervisor_publish(struct cr_supervisor *sup, struct cr_event *ev);
 /* Publishes CR_EV_TABLE: readiness or the counts may have changed. */
 void cr_supervisor_table_changed(struct cr_supervisor *sup);
 
-/* ---- const views ---------------------------------------------------------- */
+/* ---- lookup ------------------------------------------------------------- */
 
 /* The worker currently serving slot id (not the replacement starting for it). */
 struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id);
 /* Workers that serve: ready or blocked, not retiring. */
-unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup);
-/* Workers in state s. */
-unsigned cr_supervisor_count_state(const struct cr_supervisor *sup, enum cr_wstate s);
-unsigned cr_supervisor_target(const struct cr_supervisor *sup);
-bool cr_supervisor_stopping(const struct cr_supervisor *sup);
-bool cr_supervisor_reloading(const struct cr_supervisor *sup);
-const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup);
-const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup);
-/* Loop milliseconds now, and since corrald started. */
-uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup);
-uint64_t cr_supervisor_uptime_ms(const struct cr_supervisor *sup);
-const char *cr_worker_state_name(const struct cr_worker *w);

@@ -160,15 +160,10 @@ static unsigned next_generation(struct cr_supervisor *sup, int id)
     return ++sup->generations[id];
 }
 
-int cr_worker_spawn(struct cr_worker *w)
+/* A new generation starts with none of the last one's readings. */
+static void new_generation(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    struct strv env = {0}, argv = {0};
-    struct cr_listener own = {.fd = -1};
-    int outp[2] = {-1, -1}, ns[2] = {-1, -1};
-    char *path = NULL;
-    int slot, r;
-
     unsigned gen = next_generation(sup, w->id);
     w->generation = gen ? gen : w->generation + 1;
     w->pid = 0;
@@ -195,7 +190,48 @@ int cr_worker_spawn(struct cr_worker *w)
     w->max_requests = sup->cfg.max_requests
                           ? sup->cfg.max_requests + jitter(sup->cfg.max_requests_jitter)
                           : 0;
+}
 
+/* The child exists: hand its descriptors to worker_io.c. Without the exit
+ * watch the process cannot be supervised: end it and reap it here — it
+ * never became a worker, and nothing else knows its pid. */
+static int adopt(struct cr_worker *w, const struct cr_spawn_result *res, const char *path,
+                 int out_fd, int ns_fd)
+{
+    w->pid = res->pid;
+    w->exec_errno = res->exec_errno;
+    w->spawned_at = cr_now_ms(w->sup);
+    w->spawned_wall_ms = cr_wall_ms();
+    w->ready_at = 0;
+    w->last_report_at = w->spawned_at;
+    int r = cr_io_adopt(w, res->pidfd, out_fd, ns_fd);
+    if (r < 0) {
+        kill(res->pid, SIGKILL);
+        waitpid(res->pid, NULL, 0);
+        w->pid = 0;
+        cr_cg_worker_release(w);
+        return r;
+    }
+    if (w->exec_errno)
+        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
+                     "worker %d: cannot execute %s: %s", w->id, path, strerror(w->exec_errno));
+    else
+        cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
+                     "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
+                     w->generation, w->replaces ? " (replacement)" : "");
+    return 0;
+}
+
+int cr_worker_spawn(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    struct strv env = {0}, argv = {0};
+    struct cr_listener own = {.fd = -1};
+    int outp[2] = {-1, -1}, ns[2] = {-1, -1};
+    char *path = NULL;
+    int slot, r;
+
+    new_generation(w);
     const struct cr_listener *l = &sup->listener;
     if (sup->cfg.balance == CR_BALANCE_REUSEPORT && !l->from_systemd) {
         if ((r = cr_listen_bind(l->addr, true, true, &own)) < 0)
@@ -224,32 +260,8 @@ int cr_worker_spawn(struct cr_worker *w)
         cr_cg_worker_release(w);
         goto out;
     }
-    w->pid = res.pid;
-    w->exec_errno = res.exec_errno;
-    w->spawned_at = cr_now_ms(sup);
-    w->spawned_wall_ms = cr_wall_ms();
-    w->ready_at = 0;
-    w->last_report_at = w->spawned_at;
-
-    r = cr_io_adopt(w, res.pidfd, outp[0], ns[0]);
+    r = adopt(w, &res, path, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
-    if (r < 0) {
-        /* Without its watch the process cannot be supervised: end it and
-         * reap it here, the one place that can. */
-        kill(res.pid, SIGKILL);
-        waitpid(res.pid, NULL, 0);
-        w->pid = 0;
-        cr_cg_worker_release(w);
-        goto out;
-    }
-    if (w->exec_errno)
-        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
-                     "worker %d: cannot execute %s: %s", w->id, path, strerror(w->exec_errno));
-    else
-        cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
-                     "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
-                     w->generation, w->replaces ? " (replacement)" : "");
-    r = 0;
 out:
     if (outp[0] >= 0)
         close(outp[0]);

@@ -1,93 +1,248 @@
-/* The lifecycle table, cell by cell, and the restart arithmetic. */
+/* The lifecycle table, checked as a whole: invariants that hold for every
+ * cell (so a new state or event cannot quietly break them), a few cells
+ * whose meaning is documented behaviour, and the restart arithmetic. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "lifecycle.h"
 
-static void expect(enum cr_wstate s, enum cr_wevent e, enum cr_wstate next, enum cr_waction a)
+#define EACH_STATE(s) for (enum cr_wstate s = 0; s < _CR_WS_MAX; s++)
+#define EACH_EVENT(e) for (enum cr_wevent e = 0; e < _CR_WE_MAX; e++)
+
+static const char *S(enum cr_wstate s)
+{
+    return cr_wstate_to_string(s);
+}
+
+static const char *E(enum cr_wevent e)
+{
+    return cr_wevent_to_string(e);
+}
+
+/* Every state that owns a process has an exit cell: the reaper's EXIT
+ * leads to `exited` and runs the reap action. A state without a process
+ * has nothing to reap. */
+static void test_process_states_have_an_exit(void **state)
+{
+    EACH_STATE(s) {
+        const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_EXIT);
+        if (!cr_wstate_has_process(s)) {
+            if (t)
+                fail_msg("%s has no process but an exit cell", S(s));
+            continue;
+        }
+        if (!t)
+            fail_msg("%s owns a process but has no exit cell", S(s));
+        if (t->next != CR_WS_EXITED || t->action != CR_WA_REAP)
+            fail_msg("%s × exit → %s: %s, want exited: reap", S(s), S(t->next),
+                     cr_waction_to_string(t->action));
+    }
+}
+
+/* No cell leaves a process unowned: from a state that owns a process, only
+ * the reaper (EXIT) or a failed fork (SPAWN_FAILED: none was made) leads
+ * to a state without one. And no process appears unowned: entering a
+ * process state from a process-less one is always the spawn action. */
+static void test_no_cell_loses_or_invents_a_process(void **state)
+{
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (!t)
+            continue;
+        bool before = cr_wstate_has_process(s), after = cr_wstate_has_process(t->next);
+        if (before && !after && e != CR_WE_EXIT && e != CR_WE_SPAWN_FAILED)
+            fail_msg("%s × %s → %s drops a live process", S(s), E(e), S(t->next));
+        if (!before && after && t->action != CR_WA_SPAWN)
+            fail_msg("%s × %s → %s makes a process without spawning", S(s), E(e), S(t->next));
+        if (t->action == CR_WA_SPAWN && t->next != CR_WS_STARTING)
+            fail_msg("%s × %s spawns into %s, not starting", S(s), E(e), S(t->next));
+        if ((e == CR_WE_SPAWN_FAILED) != (t->action == CR_WA_SPAWN_FAILED))
+            fail_msg("%s × %s: a failed spawn and its action go together", S(s), E(e));
+        if ((e == CR_WE_EXIT) != (t->action == CR_WA_REAP))
+            fail_msg("%s × %s: only the reaper's event reaps", S(s), E(e));
+    }
+    /* A failed spawn can only be heard where spawning leads. */
+    EACH_STATE(s) {
+        if (s != CR_WS_STARTING && cr_lifecycle_step(s, CR_WE_SPAWN_FAILED))
+            fail_msg("%s hears spawn-failed but spawning never leads there", S(s));
+    }
+}
+
+static bool leaves(enum cr_wstate s)
+{
+    EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (t && t->next != s)
+            return true;
+    }
+    return false;
+}
+
+/* Every non-terminal state has a deadline or an event that leaves it, and
+ * a state's deadline column and its DEADLINE cell agree. Terminal states
+ * hear nothing. */
+static void test_nothing_gets_stuck(void **state)
+{
+    EACH_STATE(s) {
+        const struct cr_transition *d = cr_lifecycle_step(s, CR_WE_DEADLINE);
+        if (cr_wstate_terminal(s)) {
+            EACH_EVENT(e) if (cr_lifecycle_step(s, e))
+                fail_msg("terminal %s hears %s", S(s), E(e));
+            continue;
+        }
+        if (!leaves(s) && !d)
+            fail_msg("%s has neither a deadline nor an event that leaves it", S(s));
+        if (!!d != !!cr_wstate_deadline(s))
+            fail_msg("%s: deadline meaning '%s' but %s deadline cell", S(s),
+                     cr_wstate_deadline(s) ? cr_wstate_deadline(s) : "(none)", d ? "a" : "no");
+    }
+}
+
+/* `failed` is reachable only through the budget: every cell into it is
+ * BUDGET_SPENT, and BUDGET_SPENT leads nowhere else. */
+static void test_failed_only_through_the_budget(void **state)
+{
+    bool reached = false;
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (!t)
+            continue;
+        if (t->next == CR_WS_FAILED && s != CR_WS_FAILED && e != CR_WE_BUDGET_SPENT)
+            fail_msg("%s × %s reaches failed without the budget", S(s), E(e));
+        if (e == CR_WE_BUDGET_SPENT && t->next != CR_WS_FAILED)
+            fail_msg("%s × budget-spent → %s, not failed", S(s), S(t->next));
+        reached |= t->next == CR_WS_FAILED;
+    }
+    assert_true(reached);
+}
+
+/* Reachability: every state can be reached from a new worker, and from
+ * every state a worker can still be retired (reach the terminal state). */
+static void reach(enum cr_wstate from, bool seen[_CR_WS_MAX])
+{
+    if (seen[from])
+        return;
+    seen[from] = true;
+    EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(from, e);
+        if (t)
+            reach(t->next, seen);
+    }
+}
+
+static void test_reachable_and_retirable(void **state)
+{
+    bool seen[_CR_WS_MAX] = {0};
+    reach(CR_WS_NEW, seen);
+    EACH_STATE(s) if (!seen[s])
+        fail_msg("%s cannot be reached from new", S(s));
+    EACH_STATE(s) {
+        bool from[_CR_WS_MAX] = {0};
+        reach(s, from);
+        if (!from[CR_WS_GONE])
+            fail_msg("a worker in %s can never be retired", S(s));
+    }
+    /* Exactly one terminal state, and a new worker is calloc's zero. */
+    unsigned terminal = 0;
+    EACH_STATE(s) terminal += cr_wstate_terminal(s);
+    assert_int_equal(terminal, 1);
+    assert_true(cr_wstate_terminal(CR_WS_GONE));
+    assert_int_equal(CR_WS_NEW, 0);
+}
+
+/* Every state, event and action has a name; out-of-range values are safe. */
+static void test_names(void **state)
+{
+    EACH_STATE(s) assert_string_not_equal(S(s), "?");
+    EACH_EVENT(e) assert_string_not_equal(E(e), "?");
+    for (int a = 0; a < _CR_WA_MAX; a++)
+        assert_string_not_equal(cr_waction_to_string((enum cr_waction)a), "?");
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (t && ((unsigned)t->next >= _CR_WS_MAX || (unsigned)t->action >= _CR_WA_MAX))
+            fail_msg("%s × %s: cell out of range", S(s), E(e));
+    }
+    assert_string_equal(cr_wstate_to_string(_CR_WS_MAX), "?");
+    assert_null(cr_lifecycle_step(_CR_WS_MAX, CR_WE_READY));
+    assert_null(cr_lifecycle_step(CR_WS_READY, _CR_WE_MAX));
+    assert_false(cr_wstate_has_process(_CR_WS_MAX));
+}
+
+/* ---- behaviour the docs promise ------------------------------------------ */
+
+static enum cr_wstate step(enum cr_wstate s, enum cr_wevent e, enum cr_waction want)
 {
     const struct cr_transition *t = cr_lifecycle_step(s, e);
     if (!t)
-        fail_msg("%s × %s has no cell", cr_wstate_to_string(s), cr_wevent_to_string(e));
-    assert_int_equal(t->next, next);
-    if (t->action != a)
-        fail_msg("%s × %s: action %s, want %s", cr_wstate_to_string(s), cr_wevent_to_string(e),
-                 cr_waction_to_string(t->action), cr_waction_to_string(a));
+        fail_msg("%s × %s has no cell", S(s), E(e));
+    if (t->action != want)
+        fail_msg("%s × %s: action %s, want %s", S(s), E(e), cr_waction_to_string(t->action),
+                 cr_waction_to_string(want));
+    return t->next;
 }
 
-static void empty(enum cr_wstate s, enum cr_wevent e)
+/* One worker's life, walked through the table. */
+static void test_a_life(void **state)
+{
+    enum cr_wstate s = CR_WS_NEW;
+    s = step(s, CR_WE_START, CR_WA_SPAWN);
+    assert_int_equal(s, CR_WS_STARTING);
+    s = step(s, CR_WE_READY, CR_WA_BECOME_READY);
+    s = step(s, CR_WE_WATCHDOG, CR_WA_ARM_WATCHDOG);
+    s = step(s, CR_WE_DEADLINE, CR_WA_FLAG_BLOCKED);
+    assert_int_equal(s, CR_WS_BLOCKED);
+    s = step(s, CR_WE_WATCHDOG, CR_WA_UNBLOCK);
+    s = step(s, CR_WE_DEADLINE, CR_WA_FLAG_BLOCKED);
+    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_HANG);
+    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_HARD);
+    assert_int_equal(s, CR_WS_KILLING);
+    s = step(s, CR_WE_EXIT, CR_WA_REAP);
+    s = step(s, CR_WE_RESTART, CR_WA_ARM_RESTART);
+    assert_int_equal(s, CR_WS_BACKOFF);
+    s = step(s, CR_WE_DEADLINE, CR_WA_SPAWN);
+    s = step(s, CR_WE_SPAWN_FAILED, CR_WA_SPAWN_FAILED);
+    assert_int_equal(s, CR_WS_EXITED);
+    s = step(s, CR_WE_BUDGET_SPENT, CR_WA_MARK_FAILED);
+    assert_int_equal(s, CR_WS_FAILED);
+    s = step(s, CR_WE_DEADLINE, CR_WA_SPAWN);
+    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_START_TIMEOUT);
+    assert_int_equal(s, CR_WS_STARTING);
+    s = step(s, CR_WE_DRAIN, CR_WA_SEND_TERM);
+    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_STOP_TIMEOUT);
+    assert_int_equal(s, CR_WS_DRAINING);
+    s = step(s, CR_WE_EXIT, CR_WA_REAP);
+    s = step(s, CR_WE_RETIRE, CR_WA_REMOVE);
+    assert_int_equal(s, CR_WS_GONE);
+}
+
+static void ignored(enum cr_wstate s, enum cr_wevent e)
 {
     if (cr_lifecycle_step(s, e))
-        fail_msg("%s × %s should be ignored", cr_wstate_to_string(s), cr_wevent_to_string(e));
+        fail_msg("%s × %s should be ignored", S(s), E(e));
 }
 
-static void test_starting(void **state)
+static void test_ignored_events(void **state)
 {
-    expect(CR_WS_STARTING, CR_WE_READY, CR_WS_READY, CR_WA_BECOME_READY);
-    expect(CR_WS_STARTING, CR_WE_DEADLINE, CR_WS_STARTING, CR_WA_KILL_START_TIMEOUT);
-    expect(CR_WS_STARTING, CR_WE_DRAIN, CR_WS_DRAINING, CR_WA_SEND_TERM);
-    expect(CR_WS_STARTING, CR_WE_EXIT, CR_WS_EXITED, CR_WA_REAP);
-    /* Heartbeats before READY=1 mean nothing yet. */
-    empty(CR_WS_STARTING, CR_WE_WATCHDOG);
+    ignored(CR_WS_STARTING, CR_WE_WATCHDOG); /* heartbeats before READY=1 mean nothing yet */
+    ignored(CR_WS_READY, CR_WE_READY);       /* a second READY=1 changes nothing */
+    ignored(CR_WS_DRAINING, CR_WE_DRAIN);    /* draining twice sends nothing twice */
+    ignored(CR_WS_DRAINING, CR_WE_WATCHDOG); /* a draining worker may stay silent */
+    ignored(CR_WS_KILLING, CR_WE_WATCHDOG);  /* too late to come back */
+    ignored(CR_WS_KILLING, CR_WE_DRAIN);
+    /* A worker without a process is retired at once when drained. */
+    assert_int_equal(step(CR_WS_BACKOFF, CR_WE_DRAIN, CR_WA_REMOVE), CR_WS_GONE);
+    assert_int_equal(step(CR_WS_FAILED, CR_WE_DRAIN, CR_WA_REMOVE), CR_WS_GONE);
+    /* The metrics list every state a worker can be seen in. */
+    assert_true(cr_wstate_unseen(CR_WS_NEW));
+    assert_false(cr_wstate_unseen(CR_WS_EXITED));
 }
 
-static void test_ready_and_blocked(void **state)
-{
-    expect(CR_WS_READY, CR_WE_WATCHDOG, CR_WS_READY, CR_WA_ARM_WATCHDOG);
-    expect(CR_WS_READY, CR_WE_DEADLINE, CR_WS_BLOCKED, CR_WA_FLAG_BLOCKED);
-    expect(CR_WS_READY, CR_WE_DRAIN, CR_WS_DRAINING, CR_WA_SEND_TERM);
-    expect(CR_WS_READY, CR_WE_EXIT, CR_WS_EXITED, CR_WA_REAP);
-    empty(CR_WS_READY, CR_WE_READY); /* a second READY=1 changes nothing */
-
-    expect(CR_WS_BLOCKED, CR_WE_WATCHDOG, CR_WS_READY, CR_WA_UNBLOCK);
-    expect(CR_WS_BLOCKED, CR_WE_DEADLINE, CR_WS_KILLING, CR_WA_KILL_HANG);
-    expect(CR_WS_BLOCKED, CR_WE_DRAIN, CR_WS_DRAINING, CR_WA_SEND_TERM);
-    expect(CR_WS_BLOCKED, CR_WE_EXIT, CR_WS_EXITED, CR_WA_REAP);
-}
-
-static void test_draining_killing(void **state)
-{
-    expect(CR_WS_DRAINING, CR_WE_DEADLINE, CR_WS_DRAINING, CR_WA_KILL_STOP_TIMEOUT);
-    expect(CR_WS_DRAINING, CR_WE_EXIT, CR_WS_EXITED, CR_WA_REAP);
-    empty(CR_WS_DRAINING, CR_WE_DRAIN);    /* draining twice sends nothing twice */
-    empty(CR_WS_DRAINING, CR_WE_WATCHDOG); /* a draining worker may stay silent */
-    empty(CR_WS_DRAINING, CR_WE_READY);
-
-    expect(CR_WS_KILLING, CR_WE_DEADLINE, CR_WS_KILLING, CR_WA_KILL_HARD);
-    expect(CR_WS_KILLING, CR_WE_EXIT, CR_WS_EXITED, CR_WA_REAP);
-    empty(CR_WS_KILLING, CR_WE_WATCHDOG); /* too late to come back */
-    empty(CR_WS_KILLING, CR_WE_DRAIN);
-}
-
-static void test_no_process_states(void **state)
-{
-    expect(CR_WS_BACKOFF, CR_WE_DEADLINE, CR_WS_STARTING, CR_WA_SPAWN);
-    expect(CR_WS_BACKOFF, CR_WE_DRAIN, CR_WS_EXITED, CR_WA_RETIRE);
-    expect(CR_WS_FAILED, CR_WE_DEADLINE, CR_WS_STARTING, CR_WA_SPAWN);
-    expect(CR_WS_FAILED, CR_WE_DRAIN, CR_WS_EXITED, CR_WA_RETIRE);
-    for (int e = 0; e < _CR_WE_MAX; e++)
-        empty(CR_WS_EXITED, (enum cr_wevent)e);
-    empty(CR_WS_BACKOFF, CR_WE_EXIT);
-    empty(CR_WS_FAILED, CR_WE_READY);
-    assert_false(cr_wstate_has_process(CR_WS_BACKOFF));
-    assert_false(cr_wstate_has_process(CR_WS_FAILED));
-    assert_false(cr_wstate_has_process(CR_WS_EXITED));
-    assert_true(cr_wstate_has_process(CR_WS_KILLING));
-    assert_null(cr_lifecycle_step(_CR_WS_MAX, CR_WE_READY));
-    assert_null(cr_lifecycle_step(CR_WS_READY, _CR_WE_MAX));
-}
-
-static void test_names(void **state)
-{
-    for (int s = 0; s < _CR_WS_MAX; s++)
-        assert_string_not_equal(cr_wstate_to_string((enum cr_wstate)s), "?");
-    for (int a = 0; a < _CR_WA_MAX; a++)
-        assert_non_null(cr_waction_to_string((enum cr_waction)a));
-    assert_string_equal(cr_wstate_to_string(_CR_WS_MAX), "?");
-}
+/* ---- restart arithmetic --------------------------------------------------- */
 
 static const struct cr_restart_policy P = {
     .backoff_initial_ms = 100, .backoff_max_ms = 1000, .backoff_reset_ms = 30000,
@@ -109,7 +264,7 @@ static void test_restart_policy(void **state)
     struct cr_restart_state st = {0};
     /* Planned deaths: immediate, not counted. */
     struct cr_restart_decision d = cr_restart_decide(&P, &st, 1000, 10, true);
-    assert_int_equal(d.next, CR_WS_BACKOFF);
+    assert_int_equal(d.event, CR_WE_RESTART);
     assert_int_equal(d.delay_ms, 0);
     assert_int_equal(st.consecutive, 0);
 
@@ -122,13 +277,13 @@ static void test_restart_policy(void **state)
     assert_false(d.crash_loop);
     /* The 4th death within 10 s exceeds a budget of 3. */
     d = cr_restart_decide(&P, &st, 4000, 10, false);
-    assert_int_equal(d.next, CR_WS_FAILED);
+    assert_int_equal(d.event, CR_WE_BUDGET_SPENT);
     assert_true(d.crash_loop);
     assert_int_equal(d.delay_ms, 60000);
 
     /* Much later, after a stable run: backoff starts over, window is clear. */
     d = cr_restart_decide(&P, &st, 200000, 40000, false);
-    assert_int_equal(d.next, CR_WS_BACKOFF);
+    assert_int_equal(d.event, CR_WE_RESTART);
     assert_int_equal(d.delay_ms, 0);
 }
 
@@ -139,18 +294,37 @@ static void test_window_ages_out(void **state)
         cr_restart_decide(&P, &st, 1000 + (uint64_t)i, 10, false);
     /* 11 s later the three old deaths are outside the 10 s window. */
     struct cr_restart_decision d = cr_restart_decide(&P, &st, 12500, 10, false);
-    assert_int_equal(d.next, CR_WS_BACKOFF);
+    assert_int_equal(d.event, CR_WE_RESTART);
     assert_false(d.crash_loop);
     assert_int_equal(d.delay_ms, 400); /* but the backoff keeps doubling: not stable */
+}
+
+/* Each decision is an event the table answers from `exited`. */
+static void test_decisions_have_cells(void **state)
+{
+    struct cr_restart_state st = {0};
+    for (int i = 0; i < 6; i++) {
+        struct cr_restart_decision d = cr_restart_decide(&P, &st, 1000 + (uint64_t)i, 10, false);
+        if (!cr_lifecycle_step(CR_WS_EXITED, d.event))
+            fail_msg("decision %s has no cell in exited", E(d.event));
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_starting),         cmocka_unit_test(test_ready_and_blocked),
-        cmocka_unit_test(test_draining_killing), cmocka_unit_test(test_no_process_states),
-        cmocka_unit_test(test_names),            cmocka_unit_test(test_backoff_arithmetic),
-        cmocka_unit_test(test_restart_policy),   cmocka_unit_test(test_window_ages_out),
+        cmocka_unit_test(test_process_states_have_an_exit),
+        cmocka_unit_test(test_no_cell_loses_or_invents_a_process),
+        cmocka_unit_test(test_nothing_gets_stuck),
+        cmocka_unit_test(test_failed_only_through_the_budget),
+        cmocka_unit_test(test_reachable_and_retirable),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_a_life),
+        cmocka_unit_test(test_ignored_events),
+        cmocka_unit_test(test_backoff_arithmetic),
+        cmocka_unit_test(test_restart_policy),
+        cmocka_unit_test(test_window_ages_out),
+        cmocka_unit_test(test_decisions_have_cells),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,75 @@
+/* cr_view: the const views of the worker table — counts, flags and
+ * snapshots — for the outputs (status.c, metrics.c, sd.c) and anyone who
+ * reads without changing. A snapshot is a copy; its strings point into
+ * the supervisor and stay valid until the next loop turn changes it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "death.h"
+#include "lifecycle.h"
+#include "notify.h"
+
+struct cr_supervisor;
+struct cr_worker;
+struct cr_config;
+struct cr_history;
+struct cr_listener;
+
+/* Workers that serve: ready or blocked, not retiring. */
+unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup);
+/* Workers in state s. */
+unsigned cr_supervisor_count_state(const struct cr_supervisor *sup, enum cr_wstate s);
+unsigned cr_supervisor_target(const struct cr_supervisor *sup);
+bool cr_supervisor_stopping(const struct cr_supervisor *sup);
+bool cr_supervisor_reloading(const struct cr_supervisor *sup);
+const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup);
+const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup);
+/* Loop milliseconds now, and since corrald started. */
+uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup);
+uint64_t cr_supervisor_uptime_ms(const struct cr_supervisor *sup);
+const char *cr_worker_state_name(const struct cr_worker *w);
+
+/* The table in id order (a replacement right after the worker it replaces):
+ *   for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) */
+const struct cr_worker *cr_view_first(const struct cr_supervisor *sup);
+const struct cr_worker *cr_view_next(const struct cr_worker *w);
+
+struct cr_worker_view {
+    int id;
+    pid_t pid; /* 0 without a process */
+    unsigned generation;
+    enum cr_wstate state;
+    uint64_t uptime_ms;          /* 0 without a process */
+    uint64_t last_report_ago_ms; /* 0 without a process */
+    unsigned restarts, oom_events, oom_kills;
+    bool replaces, replaced_by; /* a replacement starting for / being replaced by */
+    pid_t replaces_pid, replaced_by_pid;
+    bool retiring, recycle_queued;
+    struct cr_notify_msg last; /* the sticky fields of the worker's reports */
+    uint64_t rss;              /* measured, else reported */
+    uint64_t cg_usage, cg_limit;
+    uint64_t cg_soft;          /* --memory-soft (0 = none) */
+    const char *cgroup;        /* relative path, or NULL */
+    int verdict;               /* enum cr_verdict */
+    const char *verdict_text, *status_text, *last_death, *last_death_reason;
+};
+
+void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret);
+
+struct cr_supervisor_view {
+    uint64_t uptime_ms, started_wall_ms;
+    bool stopping, reloading;
+    unsigned target, ready;
+    const struct cr_listener *listener;
+    bool cgroups;
+    int cg_layout;          /* enum cr_cgroup_layout */
+    const char *cg_workers; /* relative path of the workers' parent group, or NULL */
+    const unsigned *deaths_by_category; /* _CR_DEATH_MAX counts */
+    const struct cr_config *config;
+    const char *worker_path;
+};
+
+void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret);
