@@ -290,6 +290,7 @@ int cr_freezer_remove(struct cr_freezer *f);
 /* v1: under parent_rel, every group named <prefix><pid> whose pid no longer
  * exists (a supervisor that died without cleaning up) is thawed, its
  * processes and those of its child groups SIGKILLed, and removed (a group
- * still emptying is left and counted). Groups of live owners are untouched. */
+ * still emptying after 1 s is left and counted; this blocks, for start-up).
+ * Groups of live owners are untouched. */
 int cr_freezer_reclaim_v1(const char *parent_rel, const char *prefix, unsigned *ret_killed,
                           unsigned *ret_left);

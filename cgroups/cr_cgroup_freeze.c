@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libcgroup.h>
@@ -242,7 +243,7 @@ int cr_freezer_remove(struct cr_freezer *f)
 }
 
 /* Thaws, kills and removes one stale v1 group: frozen tasks do not die
- * of a pending SIGKILL until thawed. */
+ * of a pending SIGKILL until thawed. Blocks up to 1 s. */
 static int reclaim_one(const char *dir, unsigned *killed)
 {
     char text[8192];
@@ -257,7 +258,16 @@ static int reclaim_one(const char *dir, unsigned *killed)
                 (*killed)++;
             p = *end ? end + 1 : end;
         }
-    return rmdir(dir) < 0 && errno != ENOENT ? -errno : 0;
+    /* The killed tasks leave the group as they exit: up to 1 s (start-up
+     * only), in 5 ms steps. */
+    for (int i = 0; i < 200; i++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY && errno != ENOTEMPTY)
+            break;
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+    }
+    return -errno;
 }
 
 int cr_freezer_reclaim_v1(const char *parent_rel, const char *prefix, unsigned *ret_killed,

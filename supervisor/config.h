@@ -58,6 +58,7 @@ struct cr_config {
     uint64_t max_requests_jitter;
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
+    unsigned spares;           /* warm spares kept started, ready and frozen */
 
     char *log_level;           /* debug, info, notice, warning, err */
     char *config_file;

@@ -45,6 +45,9 @@ enum cr_wstate {
     CR_WS_BACKOFF,  /* waiting to restart; deadline = restart time */
     CR_WS_FAILED,   /* restart budget spent; deadline = slow retry */
     CR_WS_GONE,     /* retired: unlinked, freed once its timer closed (terminal) */
+    CR_WS_SPARE_STARTING, /* a warm spare, forked, waiting for READY=1; deadline = start timeout */
+    CR_WS_FREEZING, /* a ready spare being frozen; deadline = the next look at the freezer */
+    CR_WS_SPARE,    /* a frozen warm spare: holds the socket, never runs, not capacity */
     _CR_WS_MAX,
 };
 
@@ -60,6 +63,9 @@ enum cr_wevent {
     CR_WE_BUDGET_SPENT, /* the restart policy: more deaths than the budget allows, or a
                            death no retry can fix (exec failure) */
     CR_WE_RETIRE,       /* nothing follows: stopping, scaled down, handed over */
+    CR_WE_START_SPARE,  /* spawn a new warm spare now */
+    CR_WE_FROZEN,       /* the freezer says the spare is frozen */
+    CR_WE_PROMOTE,      /* a slot's worker died: this spare takes its slot */
     _CR_WE_MAX,
 };
 
@@ -80,6 +86,11 @@ enum cr_waction {
     CR_WA_ARM_RESTART,        /* arm the restart deadline the policy chose */
     CR_WA_MARK_FAILED,        /* log and report "failed"; arm the slow-retry deadline */
     CR_WA_REMOVE,             /* unlink and free a worker without process */
+    CR_WA_FREEZE,             /* freeze the ready spare; → FROZEN, or arm a look at the freezer */
+    CR_WA_POLL_FROZEN,        /* look at the freezer again; → FROZEN, or SIGKILL if it never does */
+    CR_WA_BECOME_SPARE,       /* log and report "spare" */
+    CR_WA_PROMOTE,            /* thaw; the spare serves its new slot at once */
+    CR_WA_KILL_SPARE,         /* SIGKILL, then thaw (a frozen task dies only once thawed) */
     _CR_WA_MAX,
 };
 
@@ -93,6 +104,10 @@ const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e
 
 /* True while a process exists for the worker. */
 bool cr_wstate_has_process(enum cr_wstate s);
+/* True for the states a spawn may lead to (a worker or a spare starting). */
+bool cr_wstate_spawned(enum cr_wstate s);
+/* True for the states of a warm spare (not capacity, not sampled). */
+bool cr_wstate_spare(enum cr_wstate s);
 /* True for the state nothing leaves (a retired worker). */
 bool cr_wstate_terminal(enum cr_wstate s);
 /* True for states no one outside the table can observe a worker in: a
