@@ -104,10 +104,10 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
 
 char *cr_metrics_text(const struct cr_supervisor *sup)
 {
-    struct cr_prom b = CR_PROM_INIT;
     struct listed ws;
     if (snapshot(sup, &ws) < 0)
         return NULL;
+    struct cr_prom b = CR_PROM_INIT;
     supervisor_families(&b, sup);
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
         cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
