@@ -25,6 +25,8 @@ enum opt_type {
     OPT_BOOL,     /* bool flag */
     OPT_BALANCE,  /* enum cr_balance */
     OPT_LEVEL,    /* log level name */
+    OPT_ENV,      /* char ** list of KEY=VALUE; repeatable, appends */
+    OPT_NAMES,    /* char ** list of variable names; repeatable, appends */
 };
 
 struct opt {
@@ -74,6 +76,7 @@ static const struct opt opts[] = {
     {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1, 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
     {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 0, 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
     {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
+    {"node-agent", 0, OPT_BOOL, OFF(node_agent), 0, 0, false, NULL, "preload corral-node-agent.js into a node worker: READY and reports from an unmodified app (implied by --node-heap when installed)"},
     {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
     {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, 0, false, NULL, "run without per-worker cgroups"},
     {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), DUR(10), true, "MS", "memory sample period (default 250)"},
@@ -85,6 +88,10 @@ static const struct opt opts[] = {
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
     {"spares", 0, OPT_UINT, OFF(spares), 0, 64, true, "N", "warm spares kept ready and frozen; one takes a dead worker's slot at once (default 0; not with reuseport)"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
+    {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
+    {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
+    {"env", 0, OPT_ENV, OFF(env), 0, 0, false, "KEY=VALUE", "set a variable for workers (repeatable)"},
+    {"pass-env", 0, OPT_NAMES, OFF(pass_env), 0, 0, false, "KEY", "pass only these variables of corrald's environment (repeatable; default: all but a deny-list, see docs/reliability.md)"},
     {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
 };
 
@@ -135,6 +142,19 @@ static void free_argv(struct cr_config *cfg)
     cfg->argc = 0;
 }
 
+static bool is_list(const struct opt *o)
+{
+    return o->type == OPT_ENV || o->type == OPT_NAMES;
+}
+
+static void free_list(char ***p)
+{
+    for (size_t i = 0; *p && (*p)[i]; i++)
+        free((*p)[i]);
+    free(*p);
+    *p = NULL;
+}
+
 void cr_config_done(struct cr_config *cfg)
 {
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
@@ -142,6 +162,8 @@ void cr_config_done(struct cr_config *cfg)
             char **p = (char **)((char *)cfg + opts[i].offset);
             free(*p);
             *p = NULL;
+        } else if (is_list(&opts[i])) {
+            free_list((char ***)((char *)cfg + opts[i].offset));
         }
     free_argv(cfg);
 }
@@ -226,6 +248,43 @@ static const struct opt *find_opt(const char *name, size_t len)
     return NULL;
 }
 
+/* A portable environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+static size_t name_len(const char *s)
+{
+    size_t n = 0;
+    while ((s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= 'a' && s[n] <= 'z') || s[n] == '_' ||
+           (n > 0 && s[n] >= '0' && s[n] <= '9'))
+        n++;
+    return n;
+}
+
+#define CR_CONFIG_MAX_LIST 1024
+
+static int list_append(void *field, const struct opt *o, const char *value, char *err,
+                       size_t errlen)
+{
+    char ***list = field;
+    size_t n = name_len(value), count = 0;
+    if (o->type == OPT_ENV ? (n == 0 || value[n] != '=') : (n == 0 || value[n] != '\0'))
+        return fail(err, errlen, "--%s: '%s' is not %s", o->name, value,
+                    o->type == OPT_ENV ? "KEY=VALUE with a name of letters, digits and _"
+                                       : "a variable name of letters, digits and _");
+    while (*list && (*list)[count])
+        count++;
+    if (count >= CR_CONFIG_MAX_LIST)
+        return fail(err, errlen, "--%s: more than %d values", o->name, CR_CONFIG_MAX_LIST);
+    char *copy = strdup(value);
+    char **nl = copy ? realloc(*list, (count + 2) * sizeof(char *)) : NULL;
+    if (!nl) {
+        free(copy);
+        return -ENOMEM;
+    }
+    nl[count] = copy;
+    nl[count + 1] = NULL;
+    *list = nl;
+    return 0;
+}
+
 static int set_value(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
                      size_t errlen)
 {
@@ -301,6 +360,9 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
                 return 0;
             }
         return fail(err, errlen, "--%s: '%s' is not shared or reuseport", o->name, value);
+    case OPT_ENV:
+    case OPT_NAMES:
+        return list_append(field, o, value, err, errlen);
     }
     return -EINVAL;
 }
@@ -435,8 +497,18 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
     }
     const cJSON *item;
     cJSON_ArrayForEach(item, root) {
+        const struct opt *lo = find_opt(item->string, strlen(item->string));
         if (strcmp(item->string, "command") == 0) {
             r = json_command(cfg, item, err, errlen);
+        } else if (lo && is_list(lo) && cJSON_IsArray(item)) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, item) {
+                r = cJSON_IsString(e) ? set_value(cfg, lo, e->valuestring, err, errlen)
+                                      : fail(err, errlen, "config key '%s': expected strings",
+                                             item->string);
+                if (r < 0)
+                    break;
+            }
         } else {
             const struct opt *o = find_opt(item->string, strlen(item->string));
             char buf[4096];
@@ -573,6 +645,19 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
         case OPT_BALANCE:
             cJSON_AddStringToObject(obj, o->name, cr_balance_to_string(cfg->balance));
             break;
+        case OPT_ENV:
+        case OPT_NAMES: {
+            char *const *l = *(char **const *)field;
+            cJSON *a = cJSON_AddArrayToObject(obj, o->name);
+            for (size_t k = 0; a && l && l[k]; k++) {
+                /* Values may be secrets: show the names only. */
+                size_t nl = o->type == OPT_ENV ? (size_t)(strchr(l[k], '=') - l[k]) : strlen(l[k]);
+                char name[256];
+                snprintf(name, sizeof(name), "%.*s", (int)nl, l[k]);
+                cJSON_AddItemToArray(a, cJSON_CreateString(name));
+            }
+            break;
+        }
         }
     }
 }

@@ -48,6 +48,7 @@ struct cr_config {
     unsigned soft_samples;
     unsigned heap_headroom_pct;
     bool node_heap;
+    bool node_agent;           /* preload the Node.js agent (node_agent.h) */
     char *cgroup_parent;
     bool no_cgroups;
     uint64_t sample_interval_ms;
@@ -59,6 +60,11 @@ struct cr_config {
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
     unsigned spares;           /* warm spares kept started, ready and frozen */
+
+    char *user;                /* workers run as this user (name or uid); NULL = corrald's */
+    char *group;               /* ... and group; NULL = the user's primary group */
+    char **env;                /* KEY=VALUE set for workers (NULL-terminated list) */
+    char **pass_env;           /* when set: only these keys of corrald's environment pass */
 
     char *log_level;           /* debug, info, notice, warning, err */
     char *config_file;

@@ -138,6 +138,12 @@ static struct lex lex_check(const char *s, size_t n)
             r.bad_at = i, r.why = "a raw control character inside a string";
             return r;
         }
+        /* Outside strings too: cJSON skips any byte <= 0x20 as blank, the
+         * id finder only JSON's four (fuzz-control: an id was dropped). */
+        if (!in_string && c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            r.bad_at = i, r.why = "a control character outside a string";
+            return r;
+        }
         if (in_string && c == '\\' && i + 1 < n) {
             if (n - i >= 6 && memcmp(s + i + 1, "u0000", 5) == 0)
                 r.nul_escapes++;

@@ -127,7 +127,12 @@ struct cr_supervisor {
     uint64_t started_wall_ms;
 
     struct cr_listener listener;
-    char notify_addr[108];
+    char notify_addr[108]; /* NOTIFY_SOCKET for workers: <notify_dir>/notify */
+    char notify_dir[108];  /* private (0700) directory of the notify socket */
+    /* Workers drop to these ids before exec (--user/--group). */
+    bool set_ids;
+    uid_t worker_uid;
+    gid_t worker_gid;
     int notify_fd;
     uv_poll_t notify_poll;
 

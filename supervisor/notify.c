@@ -172,8 +172,11 @@ int cr_notify_stream_feed(struct cr_notify_stream *s, const char *data, size_t l
     return 0;
 }
 
-int cr_notify_open(char *ret_addr, size_t addrlen, int *ret_fd)
+int cr_notify_open(const char *path, int *ret_fd)
 {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
@@ -183,20 +186,9 @@ int cr_notify_open(char *ret_addr, size_t addrlen, int *ret_fd)
     /* Enough buffer for a burst of reports from hundreds of workers. */
     int rcv = 4 << 20;
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    /* Abstract namespace: nothing to clean up on disk, gone with corrald. */
-    int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "corral/notify/%d/%lx",
-                     (int)getpid(), (unsigned long)ts.tv_nsec);
-    if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-                                                     (size_t)n)) < 0)
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         goto fail;
-    if (snprintf(ret_addr, addrlen, "@%s", sa.sun_path + 1) >= (int)addrlen) {
-        errno = ENAMETOOLONG;
-        goto fail;
-    }
     *ret_fd = fd;
     return 0;
 fail:;

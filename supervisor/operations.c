@@ -216,12 +216,12 @@ int cr_supervisor_open(struct cr_supervisor *sup)
         return -ENOMEM;
     if ((r = open_listener(sup)) < 0)
         return r;
-    if ((r = cr_notify_open(sup->notify_addr, sizeof(sup->notify_addr), &sup->notify_fd)) < 0) {
+    if ((r = cr_worker_ids_resolve(sup)) < 0)
+        return r;
+    if ((r = cr_io_notify_open(sup)) < 0) {
         cr_log(CR_LOG_ERR, "cannot open the worker notify socket: %s", strerror(-r));
         return r;
     }
-    if ((r = cr_io_notify_start(sup)) < 0)
-        return r;
     if ((r = cr_cg_setup(sup)) < 0)
         return r;
     cr_freeze_setup(sup);
@@ -248,8 +248,7 @@ void cr_supervisor_done(struct cr_supervisor *sup)
 {
     cr_freeze_teardown(sup);
     cr_cg_done(sup);
-    if (sup->notify_fd >= 0)
-        close(sup->notify_fd);
+    cr_io_notify_close(sup);
     cr_listen_close(&sup->listener);
     sup->history = cr_history_free(sup->history);
     free(sup->worker_path);

@@ -1,6 +1,7 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -43,6 +44,25 @@ static void write_pid(char *slot, pid_t pid)
     *p = '\0';
 }
 
+/* Supplementary groups, then the group, then the user (the other way round
+ * the process would no longer be allowed to change its groups). Verified:
+ * a worker that could get root back would make the drop meaningless.
+ * Returns 0 or an errno. Async-signal-safe. */
+static int drop_ids(uid_t uid, gid_t gid)
+{
+    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        return errno;
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+        return errno;
+    if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid)
+        return EPERM;
+    if (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
+        return EPERM;
+    return 0;
+}
+
 /* Everything here runs between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
 child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3, int fd4, int out,
@@ -78,6 +98,12 @@ child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3,
         err = errno;
     if (!err && fd4 >= 0 && dup2(fd4, 4) < 0)
         err = errno;
+    if (!err && o->set_ids) {
+        err = drop_ids(o->uid, o->gid);
+        /* A credential change clears the parent-death signal: set it again. */
+        if (!err && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != ppid))
+            err = ESRCH;
+    }
     if (!err) {
         if (o->listen_pid_slot >= 0)
             write_pid(o->envp[o->listen_pid_slot], getpid());

@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct cr_spawn_opts {
@@ -22,6 +23,11 @@ struct cr_spawn_opts {
      * return aborts the spawn: the child is killed and reaped. */
     int (*attach)(void *userdata, pid_t pid);
     void *userdata;
+    /* Drop to this uid/gid (supplementary groups cleared) after the attach,
+     * before exec; the child verifies it cannot regain root. */
+    bool set_ids;
+    uid_t uid;
+    gid_t gid;
 };
 
 struct cr_spawn_result {

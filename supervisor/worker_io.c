@@ -392,3 +392,59 @@ int cr_io_notify_start(struct cr_supervisor *sup)
     sup->notify_poll.data = sup;
     return uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
 }
+
+/* Where the private directory of the notify socket goes: the service's
+ * runtime directory, else /run for root, else the user's runtime
+ * directory, else the temporary directory. */
+static const char *notify_base(void)
+{
+    const char *e = getenv("RUNTIME_DIRECTORY");
+    if (e && *e && !strchr(e, ':'))
+        return e;
+    if (geteuid() == 0 && access("/run", W_OK) == 0)
+        return "/run";
+    if ((e = getenv("XDG_RUNTIME_DIR")) && *e)
+        return e;
+    if ((e = getenv("TMPDIR")) && *e)
+        return e;
+    return "/tmp";
+}
+
+int cr_io_notify_open(struct cr_supervisor *sup)
+{
+    char dir[sizeof(sup->notify_dir)];
+    if (snprintf(dir, sizeof(dir), "%s/corral-notify.XXXXXX", notify_base()) >= (int)sizeof(dir))
+        return -ENAMETOOLONG;
+    /* mkdtemp makes it 0700: only corrald (and, below, the workers' user)
+     * can reach the socket inside. */
+    if (!mkdtemp(dir))
+        return -errno;
+    memcpy(sup->notify_dir, dir, sizeof(dir));
+    int r = snprintf(sup->notify_addr, sizeof(sup->notify_addr), "%s/notify", dir) >=
+                    (int)sizeof(sup->notify_addr)
+                ? -ENAMETOOLONG
+                : cr_notify_open(sup->notify_addr, &sup->notify_fd);
+    /* Under --user the workers' user owns both, so it can search the
+     * directory and write to the socket; nobody else can. */
+    if (r >= 0 && sup->set_ids &&
+        (chown(dir, sup->worker_uid, sup->worker_gid) < 0 ||
+         chown(sup->notify_addr, sup->worker_uid, sup->worker_gid) < 0))
+        r = -errno;
+    if (r < 0) {
+        cr_io_notify_close(sup);
+        return r;
+    }
+    return cr_io_notify_start(sup);
+}
+
+void cr_io_notify_close(struct cr_supervisor *sup)
+{
+    if (sup->notify_fd >= 0)
+        close(sup->notify_fd);
+    sup->notify_fd = -1;
+    if (sup->notify_addr[0])
+        unlink(sup->notify_addr);
+    if (sup->notify_dir[0])
+        rmdir(sup->notify_dir);
+    sup->notify_addr[0] = sup->notify_dir[0] = '\0';
+}

@@ -39,3 +39,8 @@ void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len);
 void cr_io_reap_children(struct cr_supervisor *sup);
 /* Starts polling the shared datagram notify socket (sup->notify_fd). */
 int cr_io_notify_start(struct cr_supervisor *sup);
+/* Creates the shared datagram notify socket in a private 0700 directory
+ * (owned by the workers' user under --user) and starts polling it; sets
+ * sup->notify_addr. close: closes it and removes the socket and directory. */
+int cr_io_notify_open(struct cr_supervisor *sup);
+void cr_io_notify_close(struct cr_supervisor *sup);

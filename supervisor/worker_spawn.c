@@ -3,6 +3,8 @@
 #include "worker_spawn.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -19,19 +21,48 @@
 #include "freeze.h"
 #include "internal.h"
 #include "log.h"
+#include "node_agent.h"
 #include "spawn.h"
 #include "trend.h"
 #include "worker_io.h"
 
 /* ---- spawning ---------------------------------------------------------- */
 
-static bool env_is_ours(const char *e)
+/* What a worker never inherits from corrald's environment: corrald's own
+ * interface to systemd (a worker talks to corrald, corrald to systemd),
+ * corral's variables (set fresh below), and the invoking session's agents
+ * and bus (credentials a served app has no business holding). The list is
+ * documented in docs/reliability.md. */
+static bool env_denied(const char *e)
 {
-    static const char *const drop[] = {"LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=",
-                                       "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
-                                       "JOURNAL_STREAM=", "CORRAL_", "MAINPID="};
-    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
-        if (strncmp(e, drop[i], strlen(drop[i])) == 0)
+    static const char *const deny[] = {
+        "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=",
+        "WATCHDOG_PID=", "JOURNAL_STREAM=", "MAINPID=", "MANAGERPID=", "SYSTEMD_EXEC_PID=",
+        "INVOCATION_ID=", "CREDENTIALS_DIRECTORY=", "MONITOR_", "TRIGGER_", "CORRAL_",
+        "SSH_AUTH_SOCK=", "SSH_AGENT_PID=", "GPG_AGENT_INFO=", "DBUS_SESSION_BUS_ADDRESS=",
+        "XDG_SESSION_", "KRB5CCNAME="};
+    for (size_t i = 0; i < sizeof(deny) / sizeof(deny[0]); i++)
+        if (strncmp(e, deny[i], strlen(deny[i])) == 0)
+            return true;
+    return false;
+}
+
+/* True when e's name is in names (a NULL-terminated list of names). */
+static bool env_listed(const char *e, char *const *names)
+{
+    size_t n = strcspn(e, "=");
+    for (size_t i = 0; names && names[i]; i++)
+        if (strlen(names[i]) == n && strncmp(e, names[i], n) == 0)
+            return true;
+    return false;
+}
+
+/* --env KEY=VALUE overrides an inherited KEY: true when e is overridden. */
+static bool env_overridden(const char *e, char *const *set)
+{
+    size_t n = strcspn(e, "=");
+    for (size_t i = 0; set && set[i]; i++)
+        if (strncmp(set[i], e, n) == 0 && set[i][n] == '=')
             return true;
     return false;
 }
@@ -85,9 +116,14 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     struct cr_supervisor *sup = w->sup;
     const struct cr_config *c = &sup->cfg;
     int r = 0;
-    for (char **e = environ; *e && r == 0; e++)
-        if (!env_is_ours(*e) && !(c->threadpool && strncmp(*e, "UV_THREADPOOL_SIZE=", 19) == 0))
+    for (char **e = environ; *e && r == 0; e++) {
+        bool pass = c->pass_env ? env_listed(*e, c->pass_env) : !env_denied(*e);
+        if (pass && strncmp(*e, "CORRAL_", 7) != 0 && !env_overridden(*e, c->env) &&
+            !(c->threadpool && strncmp(*e, "UV_THREADPOOL_SIZE=", 19) == 0))
             r = strv_add(env, strdup(*e));
+    }
+    for (size_t i = 0; c->env && c->env[i] && r == 0; i++)
+        r = strv_add(env, strdup(c->env[i]));
     *ret_slot = (int)env->n;
     r = r ?: strv_add(env, strdup(CR_SPAWN_LISTEN_PID_TEMPLATE));
     r = r ?: strv_add(env, strdup("LISTEN_FDS=1"));
@@ -134,6 +170,9 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
     if (!c->argc)
         return strv_add(argv, strdup(sup->worker_path));
     r = strv_add(argv, strdup(c->argv[0]));
+    char *agent = NULL;
+    if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent)
+        r = strv_add(argv, agent);
     if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0]))
         r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(sup)));
     for (size_t i = 1; r == 0 && i < c->argc; i++)
@@ -262,6 +301,7 @@ int cr_worker_spawn(struct cr_worker *w)
         .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
         .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1],
         .attach = sup->cgroups ? cr_cg_attach_cb : NULL, .userdata = w,
+        .set_ids = sup->set_ids, .uid = sup->worker_uid, .gid = sup->worker_gid,
     };
     struct cr_spawn_result res;
     if ((r = cr_spawn(&o, &res)) < 0) {
@@ -308,4 +348,58 @@ char *cr_worker_default_path(void)
         }
     }
     return strdup(CR_LIBEXECDIR "/corral/corral-worker");
+}
+
+/* A user or group given by name or number. */
+static int id_of(const char *s, bool group, unsigned *ret, unsigned *ret_primary_gid)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*s && !*end && !errno && v < (unsigned long)UINT32_MAX) {
+        struct passwd *pw = group ? NULL : getpwuid((uid_t)v);
+        *ret = (unsigned)v;
+        *ret_primary_gid = pw ? pw->pw_gid : (unsigned)v;
+        return 0;
+    }
+    if (group) {
+        struct group *gr = getgrnam(s);
+        if (!gr)
+            return -ENOENT;
+        *ret = gr->gr_gid;
+        return 0;
+    }
+    struct passwd *pw = getpwnam(s);
+    if (!pw)
+        return -ENOENT;
+    *ret = pw->pw_uid;
+    *ret_primary_gid = pw->pw_gid;
+    return 0;
+}
+
+int cr_worker_ids_resolve(struct cr_supervisor *sup)
+{
+    const struct cr_config *c = &sup->cfg;
+    unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid(), primary = gid, unused;
+    if (!c->user && !c->group)
+        return 0;
+    if (c->user && id_of(c->user, false, &uid, &primary) < 0) {
+        cr_log(CR_LOG_ERR, "--user: no such user '%s'", c->user);
+        return -EINVAL;
+    }
+    gid = c->user ? primary : gid;
+    if (c->group && id_of(c->group, true, &gid, &unused) < 0) {
+        cr_log(CR_LOG_ERR, "--group: no such group '%s'", c->group);
+        return -EINVAL;
+    }
+    if (geteuid() != 0 && (uid != geteuid() || gid != getegid())) {
+        cr_log(CR_LOG_ERR, "--user/--group: corrald runs as uid %u and cannot switch workers to "
+               "uid %u gid %u; run corrald as root or drop the option", (unsigned)geteuid(), uid, gid);
+        return -EPERM;
+    }
+    sup->set_ids = true;
+    sup->worker_uid = (uid_t)uid;
+    sup->worker_gid = (gid_t)gid;
+    cr_log(CR_LOG_INFO, "workers run as uid %u gid %u, without supplementary groups", uid, gid);
+    return 0;
 }

@@ -13,3 +13,10 @@ int cr_worker_spawn(struct cr_worker *w);
 /* The worker program when no command is configured: $CORRAL_WORKER, the
  * build tree's worker, or the installed one. Caller frees. */
 char *cr_worker_default_path(void);
+
+struct cr_supervisor;
+
+/* Resolves --user/--group into the ids workers drop to (sup->set_ids,
+ * worker_uid, worker_gid). Logs and returns -errno for an unknown name or
+ * a switch corrald is not privileged to make. */
+int cr_worker_ids_resolve(struct cr_supervisor *sup);

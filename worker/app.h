@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "datafile.h"
 #include "execpool.h"
 #include "heap.h"
 #include "loopmon.h"
@@ -25,8 +26,7 @@ struct cr_app {
     uint64_t counter;    /* /counter: module-level state */
     uint64_t pool_queue; /* our thread-pool jobs queued or running */
     uint64_t pool_jobs;  /* thread-pool jobs submitted, total */
-    int file_fd;         /* the /file data, unlinked; -1 when off */
-    size_t file_size;
+    struct cr_datafile file; /* the /file data, made on first use */
     const char *worker_id;
     const char *generation;
     uint64_t start_ns;

@@ -1,10 +1,10 @@
 /* Endpoints that use the thread pool, child processes or parse bodies. */
 #include "router.h"
 
+#include "crypto.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +32,8 @@ static void hash_run(struct hash_op *op)
 {
     static const char pass[] = "corral", salt[] = "corral-salt";
     op->start_ns = uv_hrtime();
-    op->ok =
-        PKCS5_PBKDF2_HMAC(pass, sizeof(pass) - 1, (const unsigned char *)salt, sizeof(salt) - 1,
-                          (int)op->iter, EVP_sha512(), sizeof(op->out), op->out);
+    op->ok = cr_crypto_pbkdf2_sha512(pass, sizeof(pass) - 1, (const unsigned char *)salt,
+                                     sizeof(salt) - 1, (int)op->iter, op->out, sizeof(op->out));
     op->end_ns = uv_hrtime();
 }
 
@@ -59,7 +58,7 @@ static void hash_work(uv_work_t *w)
     hash_run(w->data);
     /* OpenSSL keeps per-thread state that pool threads (never joined) would
      * leak at exit; drop it after each job, it is cheap next to pbkdf2. */
-    OPENSSL_thread_stop();
+    cr_crypto_thread_stop();
 }
 
 static void hash_after(uv_work_t *w, int status)
@@ -78,6 +77,12 @@ void cr_ep_hash(struct cr_app *app, struct cr_req *req, const struct cr_query *q
     uint64_t iter;
     if (!cr_query_uint(req, q, "iter", 1, 10000000, 100000, &iter))
         return;
+    /* libcrypto is loaded by the first hash request, on the loop, not at
+     * start-up: it is not needed to serve /light (see crypto.h). */
+    if (cr_crypto_load() < 0) {
+        cr_req_error(req, 500, cr_crypto_error());
+        return;
+    }
     struct hash_op *op = calloc(1, sizeof(*op));
     if (!op) {
         cr_req_error(req, 500, "out of memory");
@@ -107,6 +112,7 @@ void cr_ep_hash(struct cr_app *app, struct cr_req *req, const struct cr_query *q
 /* ---- /file: N MB of reads through uv_fs_read, 1 MB per pool job ---- */
 
 struct file_op {
+    struct cr_datafile_wait wait; /* first: the callback casts back */
     uv_fs_t fs;
     struct cr_app *app;
     struct cr_req *req;
@@ -141,7 +147,7 @@ static void file_read_cb(uv_fs_t *fs)
     }
     op->done += (uint64_t)n;
     op->left -= (uint64_t)n < op->left ? (uint64_t)n : op->left;
-    op->off = (op->off + (uint64_t)n) % op->app->file_size;
+    op->off = (op->off + (uint64_t)n) % op->app->file.size;
     op->reads++;
     file_next(op);
 }
@@ -152,7 +158,7 @@ static void file_next(struct file_op *op)
         file_finish(op, 0);
         return;
     }
-    uint64_t room = op->app->file_size - op->off;
+    uint64_t room = op->app->file.size - op->off;
     size_t len = FILE_CHUNK;
     if (len > op->left)
         len = (size_t)op->left;
@@ -161,7 +167,7 @@ static void file_next(struct file_op *op)
     uv_buf_t b = uv_buf_init(op->buf, (unsigned)len);
     op->fs.data = op;
     int r =
-        uv_fs_read(op->app->loop, &op->fs, op->app->file_fd, &b, 1, (int64_t)op->off, file_read_cb);
+        uv_fs_read(op->app->loop, &op->fs, op->app->file.fd, &b, 1, (int64_t)op->off, file_read_cb);
     if (r < 0) {
         file_finish(op, r);
         return;
@@ -170,12 +176,23 @@ static void file_next(struct file_op *op)
     op->app->pool_jobs++;
 }
 
+/* The data file is ready (status 0) or could not be made. */
+static void file_ready(struct cr_datafile_wait *w, int status)
+{
+    struct file_op *op = (struct file_op *)w;
+    op->start_ns = uv_hrtime(); /* the reads start now, as they would have */
+    if (status < 0)
+        file_finish(op, status);
+    else
+        file_next(op);
+}
+
 void cr_ep_file(struct cr_app *app, struct cr_req *req, const struct cr_query *q)
 {
     uint64_t mb;
     if (!cr_query_uint(req, q, "mb", 1, 1024, 1, &mb))
         return;
-    if (app->file_fd < 0) {
+    if (app->file.state == CR_DATAFILE_OFF) {
         cr_req_error(req, 503, "the test file is disabled (--file-size 0)");
         return;
     }
@@ -192,7 +209,11 @@ void cr_ep_file(struct cr_app *app, struct cr_req *req, const struct cr_query *q
     op->buf = buf;
     op->left = mb << 20;
     op->start_ns = uv_hrtime();
-    file_next(op);
+    int r = cr_datafile_use(&app->file, &op->wait, file_ready);
+    if (r == 0)
+        file_next(op);
+    else if (r < 0)
+        file_finish(op, r);
 }
 
 /* ---- POST /json: parsed on the loop, like JSON.parse ---- */

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,44 +59,6 @@ static const char *clean_id(const char *s, const char *def)
     }
     b[i] = '\0';
     return b;
-}
-
-/* The /file data: created once, unlinked at once so no exit path (abort,
- * OOM kill) can leave it behind; the fd keeps it alive until we exit. */
-static int make_file(size_t size)
-{
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir)
-        dir = "/tmp";
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/corral-worker-XXXXXX", dir);
-        fd = mkostemp(path, O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        unlink(path);
-    }
-    char *chunk = malloc(1u << 20);
-    if (!chunk) {
-        close(fd);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < (1u << 20); i++)
-        chunk[i] = (char)('a' + i % 26);
-    for (size_t off = 0; off < size;) {
-        size_t n = size - off < (1u << 20) ? size - off : (1u << 20);
-        ssize_t w = pwrite(fd, chunk, n, (off_t)off);
-        if (w <= 0) {
-            int e = w < 0 ? -errno : -EIO;
-            free(chunk);
-            close(fd);
-            return e;
-        }
-        off += (size_t)w;
-    }
-    free(chunk);
-    return fd;
 }
 
 static void burn_path(const struct cr_wopts *o, char *out, size_t size)
@@ -202,13 +163,7 @@ static int setup(struct main_state *ms)
     cr_heap_init(&app->heap, app->opts.heap_limit);
     if ((r = cr_notify_init(&app->notify)) < 0)
         fprintf(stderr, "corral-worker: CORRAL_NOTIFY_FD: %s; not reporting\n", strerror(-r));
-    app->file_fd = -1;
-    app->file_size = app->opts.file_size;
-    if (app->file_size && (app->file_fd = make_file(app->file_size)) < 0) {
-        fprintf(stderr, "corral-worker: cannot create the /file data: %s\n",
-                strerror(-app->file_fd));
-        return app->file_fd;
-    }
+    cr_datafile_init(&app->file, app->loop, app->opts.file_size);
     burn_path(&app->opts, burn, sizeof(burn));
     if ((r = cr_execpool_init(&app->exec, app->loop, burn, app->opts.exec_concurrency,
                               app->opts.exec_queue)) < 0)
@@ -253,8 +208,7 @@ static void teardown(struct main_state *ms)
     cr_heap_done(&app->heap);
     cr_server_free(app->srv);
     cr_notify_done(&app->notify);
-    if (app->file_fd >= 0)
-        close(app->file_fd);
+    cr_datafile_done(&app->file);
     uv_loop_close(app->loop);
 }
 
@@ -276,8 +230,6 @@ int main(int argc, char **argv)
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
-    /* Load OpenSSL's configuration here, once, not in the first pool job. */
-    OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, NULL);
     app->loop = uv_default_loop();
     /* Must precede the first uv_run, or idle time is not measured. */
     uv_loop_configure(app->loop, UV_METRICS_IDLE_TIME);

@@ -2,6 +2,7 @@
 #include "server_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,19 +38,43 @@ static const char *reason(int status)
     }
 }
 
-/* The Date header changes once a second; format it only then. */
-static const char *http_date(void)
+/* The whole Date header line changes once a second; format it only then
+ * (time() is a vDSO read of the kernel's coarse clock, no system call). */
+static const char *http_date(size_t *ret_len)
 {
     static char buf[64];
+    static size_t len;
     static time_t last = -1;
     time_t now = time(NULL);
     if (now != last) {
         struct tm tm;
         gmtime_r(&now, &tm);
-        strftime(buf, sizeof(buf), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        len = strftime(buf, sizeof(buf), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
         last = now;
     }
+    *ret_len = len;
     return buf;
+}
+
+/* Requests are recycled through a short per-server list: a keep-alive
+ * request then costs no allocation at all when its URL and its response
+ * fit the inline buffers. */
+#define SPARE_MAX 64
+
+struct cr_req *cr_req_new(struct cr_conn *c)
+{
+    struct cr_server *srv = c->srv;
+    struct cr_req *r = srv->spare;
+    if (r) {
+        srv->spare = r->spare_next;
+        srv->nspare--;
+        memset(r, 0, offsetof(struct cr_req, url_small));
+    } else if (!(r = calloc(1, sizeof(*r)))) {
+        return NULL;
+    }
+    r->srv = srv;
+    r->conn = c;
+    return r;
 }
 
 void cr_req_free(struct cr_req *req)
@@ -58,22 +83,47 @@ void cr_req_free(struct cr_req *req)
         return;
     if (req->on_free)
         req->on_free(req->on_free_arg);
-    free(req->wbuf.base);
-    free(req->url);
+    if (req->wbuf.base != req->out_small)
+        free(req->wbuf.base);
+    if (req->url != req->url_small)
+        free(req->url);
     free(req->body);
+    struct cr_server *srv = req->srv;
+    if (srv->nspare < SPARE_MAX) {
+        req->spare_next = srv->spare;
+        srv->spare = req;
+        srv->nspare++;
+        return;
+    }
     free(req);
+}
+
+void cr_req_spares_free(struct cr_server *srv)
+{
+    while (srv->spare) {
+        struct cr_req *r = srv->spare;
+        srv->spare = r->spare_next;
+        free(r);
+    }
+    srv->nspare = 0;
+}
+
+/* Writes complete in order, so a written request is the head. */
+static void pop_written(struct cr_conn *c, struct cr_req *req)
+{
+    c->head = req->next;
+    if (!c->head)
+        c->tail = NULL;
+    c->depth--;
+    cr_req_free(req);
 }
 
 static void write_cb(uv_write_t *wr, int status)
 {
     struct cr_req *req = wr->data;
     struct cr_conn *c = req->conn;
-    /* Writes complete in order, so req is the head. */
-    c->head = req->next;
-    if (!c->head)
-        c->tail = NULL;
-    c->depth--;
-    cr_req_free(req);
+    c->writes--;
+    pop_written(c, req);
     if (c->state == CONN_CLOSED)
         return;
     if (status < 0) {
@@ -83,44 +133,128 @@ static void write_cb(uv_write_t *wr, int status)
     cr_conn_after_write(c);
 }
 
+/* Writes the answered requests at the head of the queue, in order. With
+ * nothing of this connection in flight, an answer is first tried straight
+ * on the socket (uv_try_write): a small response leaves in one write(2) and
+ * is done here, with no write request, no callback and no epoll_ctl (a
+ * completed uv_write re-registers the socket with epoll, one extra system
+ * call per response). Whatever the socket does not take goes to uv_write. */
 void cr_conn_flush(struct cr_conn *c)
 {
-    for (struct cr_req *r = c->head; r; r = r->next) {
-        if (r->written)
+    bool done = false;
+    struct cr_req *r = c->head;
+    while (r && c->state != CONN_CLOSED) {
+        if (r->written) { /* in flight */
+            r = r->next;
             continue;
+        }
         if (!r->responded)
-            return;
-        r->written = true;
+            break;
+        size_t skip = 0;
+        if (c->writes == 0) {
+            int n = uv_try_write((uv_stream_t *)&c->tcp, &r->wbuf, 1);
+            if (n >= 0 && (size_t)n == r->wbuf.len) {
+                struct cr_req *next = r->next;
+                pop_written(c, r);
+                done = true;
+                r = next;
+                continue;
+            }
+            if (n < 0 && n != UV_EAGAIN) {
+                cr_conn_close(c);
+                return;
+            }
+            skip = n > 0 ? (size_t)n : 0;
+        }
+        uv_buf_t rest = uv_buf_init(r->wbuf.base + skip, (unsigned)(r->wbuf.len - skip));
         r->wr.data = r;
-        if (uv_write(&r->wr, (uv_stream_t *)&c->tcp, &r->wbuf, 1, write_cb) < 0) {
-            r->written = false;
+        if (uv_write(&r->wr, (uv_stream_t *)&c->tcp, &rest, 1, write_cb) < 0) {
             cr_conn_close(c);
             return;
         }
+        r->written = true;
+        c->writes++;
+        r = r->next;
     }
+    if (done && c->state != CONN_CLOSED)
+        cr_conn_after_write(c);
 }
 
-/* Formats head and body into one buffer: one write, one syscall. */
+/* A bounded appender: the head is built from pieces with memcpy, not
+ * printf, since it is formatted once per response. */
+struct out {
+    char *p, *end;
+    bool full;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if ((size_t)(o->end - o->p) < n) {
+        o->full = true;
+        return;
+    }
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+#define PUT_LIT(o, lit) put(o, lit, sizeof(lit) - 1)
+
+static void put_uint(struct out *o, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do
+        d[--i] = (char)('0' + v % 10);
+    while (v /= 10);
+    put(o, d + i, sizeof(d) - i);
+}
+
+static void put_str(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+/* Formats head and body into one buffer (inline when it fits): one write,
+ * one system call. */
 static int format(struct cr_req *req, int status, const char *ctype, const char *body, size_t len)
 {
     struct cr_server *srv = req->srv;
     char head[512];
-    int n =
-        snprintf(head, sizeof(head),
-                 "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                 "X-Worker-Id: %s\r\nX-Worker-Pid: %s\r\nConnection: %s\r\n%s%s\r\n",
-                 status, reason(status), http_date(), ctype, len, srv->cfg.worker_id, srv->pid,
-                 req->keep_alive ? "keep-alive" : "close", req->extra, req->extra[0] ? "\r\n" : "");
-    if (n < 0 || (size_t)n >= sizeof(head))
+    struct out o = {head, head + sizeof(head), false};
+    size_t dlen;
+    const char *date = http_date(&dlen);
+    PUT_LIT(&o, "HTTP/1.1 ");
+    put_uint(&o, (uint64_t)(status >= 100 && status <= 999 ? status : 500));
+    PUT_LIT(&o, " ");
+    put_str(&o, reason(status));
+    PUT_LIT(&o, "\r\n");
+    put(&o, date, dlen);
+    PUT_LIT(&o, "Content-Type: ");
+    put_str(&o, ctype);
+    PUT_LIT(&o, "\r\nContent-Length: ");
+    put_uint(&o, len);
+    PUT_LIT(&o, "\r\n");
+    put(&o, srv->ident, srv->ident_len);
+    if (req->keep_alive)
+        PUT_LIT(&o, "Connection: keep-alive\r\n");
+    else
+        PUT_LIT(&o, "Connection: close\r\n");
+    if (req->extra[0]) {
+        put_str(&o, req->extra);
+        PUT_LIT(&o, "\r\n");
+    }
+    PUT_LIT(&o, "\r\n");
+    if (o.full)
         return -1;
+    size_t n = (size_t)(o.p - head);
     size_t blen = req->head ? 0 : len;
-    char *buf = malloc((size_t)n + blen);
+    char *buf = n + blen <= sizeof(req->out_small) ? req->out_small : malloc(n + blen);
     if (!buf)
         return -1;
-    memcpy(buf, head, (size_t)n);
+    memcpy(buf, head, n);
     if (blen)
         memcpy(buf + n, body, blen);
-    req->wbuf = uv_buf_init(buf, (unsigned)((size_t)n + blen));
+    req->wbuf = uv_buf_init(buf, (unsigned)(n + blen));
     return 0;
 }
 
@@ -212,14 +346,9 @@ void cr_conn_fail(struct cr_conn *c, int status, const char *msg)
 {
     struct cr_req *r = c->cur;
     c->cur = NULL;
-    if (!r) {
-        r = calloc(1, sizeof(*r));
-        if (!r) {
-            cr_conn_close(c);
-            return;
-        }
-        r->srv = c->srv;
-        r->conn = c;
+    if (!r && !(r = cr_req_new(c))) {
+        cr_conn_close(c);
+        return;
     }
     r->method = r->method ? r->method : "GET";
     r->keep_alive = false;
@@ -232,6 +361,7 @@ void cr_conn_fail(struct cr_conn *c, int status, const char *msg)
     c->srv->stats.inflight++; /* balanced by cr_req_respond */
     c->state = CONN_CLOSING;
     c->timer_kind = TIMER_NONE;
+    c->timer_due = 0;
     uv_timer_stop(&c->timer);
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);

@@ -70,6 +70,10 @@ int cr_server_new(uv_loop_t *loop, const struct cr_server_config *cfg, cr_server
     srv->handler = handler;
     srv->ud = ud;
     snprintf(srv->pid, sizeof(srv->pid), "%d", (int)getpid());
+    /* The headers every response carries, formatted once. */
+    int n = snprintf(srv->ident, sizeof(srv->ident), "X-Worker-Id: %s\r\nX-Worker-Pid: %s\r\n",
+                     cfg->worker_id ? cfg->worker_id : "0", srv->pid);
+    srv->ident_len = n > 0 && (size_t)n < sizeof(srv->ident) ? (size_t)n : 0;
     *ret_srv = srv;
     return 0;
 }
@@ -163,7 +167,6 @@ static bool conn_idle(const struct cr_conn *c)
 /* Called by response.c after a write completed and its request was freed. */
 void cr_conn_after_write(struct cr_conn *c)
 {
-    c->served++;
     if (c->state == CONN_CLOSING && !c->head) {
         conn_linger(c);
         return;
@@ -207,6 +210,15 @@ static bool input_waiting(struct cr_conn *c)
 static void timer_cb(uv_timer_t *t)
 {
     struct cr_conn *c = t->data;
+    c->timer_due = 0;
+    if (c->timer_kind == TIMER_NONE)
+        return;
+    uint64_t now = uv_now(c->srv->loop);
+    if (now < c->deadline) { /* the deadline moved later since the timer was set */
+        c->timer_due = c->deadline;
+        uv_timer_start(&c->timer, timer_cb, c->deadline - now, 0);
+        return;
+    }
     enum timer_kind kind = c->timer_kind;
     c->timer_kind = TIMER_NONE;
     switch (kind) {
@@ -221,7 +233,7 @@ static void timer_cb(uv_timer_t *t)
     case TIMER_IDLE:
         if (c->state != CONN_OPEN || !conn_idle(c))
             break;
-        if (input_waiting(c))
+        if (c->reading && input_waiting(c))
             arm(c, TIMER_IDLE, INPUT_WAIT_MS); /* read in this loop turn */
         else
             cr_conn_close(c);
@@ -234,13 +246,24 @@ static void timer_cb(uv_timer_t *t)
     }
 }
 
+/* One deadline per connection, kept lazily: the libuv timer is moved only
+ * when a deadline comes earlier than the one it is set for; set for an
+ * earlier one, it fires, finds the later deadline and sets itself again.
+ * A keep-alive request moves its connection through four deadlines
+ * (headers, body, none, idle), each later than the last, so it costs no
+ * timer-heap operation and no clock read (uv_now is the loop's time). */
 static void arm(struct cr_conn *c, enum timer_kind kind, uint64_t ms)
 {
+    if (ms == 0)
+        kind = TIMER_NONE; /* a zero timeout means none */
     c->timer_kind = kind;
-    if (kind == TIMER_NONE || ms == 0)
-        uv_timer_stop(&c->timer);
-    else
-        uv_timer_start(&c->timer, timer_cb, ms, 0);
+    if (kind == TIMER_NONE)
+        return; /* a timer still set fires and finds nothing to do */
+    c->deadline = uv_now(c->srv->loop) + ms;
+    if (c->timer_due && c->timer_due <= c->deadline)
+        return;
+    c->timer_due = c->deadline;
+    uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 
 /* ---- reading ---- */
@@ -317,11 +340,9 @@ static void read_start(struct cr_conn *c)
 static int p_begin(void *ud)
 {
     struct cr_conn *c = ud;
-    c->cur = calloc(1, sizeof(*c->cur));
+    c->cur = cr_req_new(c);
     if (!c->cur)
         return -1;
-    c->cur->srv = c->srv;
-    c->cur->conn = c;
     c->hdr_bytes = 0;
     c->field_len = 0;
     c->expect_continue = false;
@@ -344,9 +365,17 @@ static int p_url(void *ud, const char *at, size_t len)
     struct cr_req *r = c->cur;
     if (!header_room(c, len))
         return -1;
-    char *u = realloc(r->url, r->url_len + len + 1);
-    if (!u)
+    size_t need = r->url_len + len + 1;
+    char *u = r->url;
+    if (need <= sizeof(r->url_small)) {
+        u = r->url_small;
+    } else if (u == r->url_small || !u) {
+        if (!(u = malloc(need)))
+            return -1;
+        memcpy(u, r->url_small, r->url_len);
+    } else if (!(u = realloc(u, need))) {
         return -1;
+    }
     memcpy(u + r->url_len, at, len);
     r->url = u;
     r->url_len += len;
@@ -383,8 +412,9 @@ static int p_value(void *ud, const char *at, size_t len)
 static void split_url(struct cr_req *r)
 {
     if (!r->url) {
-        r->url = strdup("/");
-        r->url_len = r->url ? 1 : 0;
+        memcpy(r->url_small, "/", 2);
+        r->url = r->url_small;
+        r->url_len = 1;
     }
     char *q = r->url ? strchr(r->url, '?') : NULL;
     r->path = r->url;
@@ -473,7 +503,6 @@ static int p_complete(void *ud)
     struct cr_req *r = c->cur;
     c->cur = NULL;
     r->keep_alive = cr_http_parse_keep_alive(c->hp);
-    r->arrived_ns = uv_hrtime();
     if (c->tail)
         c->tail->next = r;
     else
@@ -661,6 +690,7 @@ void cr_server_free(struct cr_server *srv)
     if (!srv)
         return;
     cr_bufpool_done(&srv->reads);
+    cr_req_spares_free(srv);
     free(srv);
 }
 

@@ -35,8 +35,7 @@ struct cr_req {
     char *query;        /* NUL-terminated, "" when none */
     char *body;         /* NUL-terminated copy of the body, or NULL */
     size_t body_len;
-    bool head;           /* a HEAD request: the body is not sent */
-    uint64_t arrived_ns; /* uv_hrtime when the request was complete */
+    bool head; /* a HEAD request: the body is not sent */
 
     /* Private to server.c. */
     struct cr_conn *conn; /* NULL once orphaned */
@@ -51,6 +50,11 @@ struct cr_req {
     uv_write_t wr;
     void (*on_free)(void *);
     void *on_free_arg;
+    struct cr_req *spare_next; /* on the server's list of spare requests */
+    /* Inline storage, last (not cleared on reuse): a short URL and a small
+     * response need no allocation of their own. */
+    char url_small[64];
+    char out_small[384];
 };
 
 typedef void (*cr_server_handler)(struct cr_req *req, void *ud);

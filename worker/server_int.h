@@ -22,11 +22,14 @@ struct cr_conn {
     struct cr_server *srv;
     struct cr_http_parse *hp;
     enum conn_state state;
-    enum timer_kind timer_kind;
+    enum timer_kind timer_kind; /* what happens at the deadline */
+    uint64_t deadline;          /* uv_now() ms of timer_kind's deadline */
+    uint64_t timer_due;         /* when the libuv timer fires; 0 = not set */
     int open_handles;
     struct cr_req *cur;         /* the request being parsed */
     struct cr_req *head, *tail; /* parsed, not yet written out */
     unsigned depth;
+    unsigned writes; /* uv_write requests in flight */
     bool reading;
     bool paused;   /* parser paused: pipeline full */
     char *pending; /* input left over when the parser paused */
@@ -35,7 +38,6 @@ struct cr_conn {
     char field[16]; /* start of the current header name, lowercased */
     size_t field_len;
     bool expect_continue;
-    unsigned served; /* responses written on this connection */
     struct cr_conn *prev, *next;
 };
 
@@ -57,6 +59,10 @@ struct cr_server {
     struct cr_bufpool reads;
     struct cr_server_stats stats;
     char pid[16];
+    char ident[112]; /* "X-Worker-Id: ..\r\nX-Worker-Pid: ..\r\n" */
+    size_t ident_len;
+    struct cr_req *spare; /* freed requests kept for reuse */
+    unsigned nspare;
 };
 
 /* response.c */
@@ -65,6 +71,11 @@ void cr_conn_flush(struct cr_conn *c);
  * stops reading: the connection closes once it is written. */
 void cr_conn_fail(struct cr_conn *c, int status, const char *msg);
 void cr_req_free(struct cr_req *req);
+/* A cleared request for c (from the spare list when it can). NULL on
+ * allocation failure. */
+struct cr_req *cr_req_new(struct cr_conn *c);
+/* Frees the spare list (server teardown). */
+void cr_req_spares_free(struct cr_server *srv);
 
 /* server.c */
 void cr_conn_close(struct cr_conn *c);

@@ -30,7 +30,7 @@
 #include "router.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
-#define HANG_MS 10000
+#define HANG_MS  10000
 
 /* Only mem.c's /alloc reaches this, and the harness never routes there. */
 _Noreturn void cr_app_heap_fatal(struct cr_app *app, size_t want)
@@ -67,7 +67,7 @@ static void setup(void)
     app.worker_id = "1";
     app.generation = "1";
     app.start_ns = uv_hrtime();
-    app.file_fd = -1;
+    cr_datafile_init(&app.file, &loop, app.opts.file_size);
     cr_heap_init(&app.heap, app.opts.heap_limit);
     CHECK(cr_notify_init(&app.notify) == 0);
     /* Limits small enough for inputs of a few KB to cross them. */
@@ -164,8 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         uv_run(&loop, UV_RUN_ONCE);
         if (now_ms() > deadline) {
-            fprintf(stderr, "fuzz-http: no close within %d ms (sent %zu of %zu)\n", HANG_MS,
-                    c.sent, c.size);
+            fprintf(stderr, "fuzz-http: no close within %d ms (sent %zu of %zu)\n", HANG_MS, c.sent,
+                    c.size);
             abort();
         }
     }

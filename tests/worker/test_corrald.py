@@ -85,9 +85,13 @@ class KeepAliveClient(threading.Thread):
             s.close()
 
 
-def reload_and_wait(c, n):
+def reload_and_wait(c, n, how="sighup"):
     before = set(c.live_pids())
-    c.kill(signal.SIGHUP)
+    if how == "sighup":
+        c.kill(signal.SIGHUP)
+    else:
+        r = c.ctl("restart", worker="all")
+        assert r.get("ok"), r
     ct.wait_for(lambda: not (set(c.live_pids()) & before) and len(c.live_pids()) == n, 20,
                 what="every pid replaced")
 
@@ -96,12 +100,17 @@ def test_reloads():
     run_reloads(None)
 
 
+def test_restarts():
+    """The same for `restart all` (a rolling restart over the control socket)."""
+    run_reloads(None, how="restart")
+
+
 def test_reloads_node():
     """The same for the Node example (examples/node/server.js)."""
     run_reloads(node_command())
 
 
-def run_reloads(command):
+def run_reloads(command, how="sighup"):
     reloads = int(os.environ.get("CR_RELOADS", "12"))
     c = ct.Corrald(workers=2, command=command)
     halt = threading.Event()
@@ -111,7 +120,7 @@ def run_reloads(command):
             t.start()
         time.sleep(0.3)
         for _ in range(reloads):
-            reload_and_wait(c, 2)
+            reload_and_wait(c, 2, how)
             time.sleep(0.1)
         time.sleep(0.3)
         halt.set()

@@ -64,6 +64,23 @@ def case_keepalive():
         c.send(b"GET /light HTTP/1.0\r\n\r\n")
         check(c.response().status == 200, "HTTP/1.0")
         check(c.closed_within(2), "HTTP/1.0 connection kept open")
+    with Worker() as w, w.conn() as c:
+        # Short and long URLs, one sent in pieces, and small and large
+        # responses alternate on one connection (inline and heap buffers of
+        # recycled requests).
+        for i in range(40):
+            if i % 2:
+                long_path = b"/" + b"p" * (40 + 13 * i)
+                c.send(b"GET " + long_path[:30])
+                time.sleep(0.005)
+                c.send(long_path[30:] + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                r = c.response()
+                check(r.status == 404 and r.headers.get("connection") == "keep-alive", r)
+            else:
+                c.send(REQ % (b"/metrics" if i % 4 == 0 else b"/light"))
+                r = c.response()
+                check(r.status == 200, r)
+                check(len(r.body) > 1000 if i % 4 == 0 else r.body == "ok\n", r)
 
 
 def case_pipelining():
@@ -394,8 +411,20 @@ def case_exec503():
 
 def case_file():
     with Worker(["--file-size", "4M"]) as w:
+        # The data is made on first use (not at start-up): no temp file yet;
+        # requests arriving while it is written all wait for it.
+        fds = os.listdir("/proc/%d/fd" % w.proc.pid)
+        links = [os.readlink("/proc/%d/fd/%s" % (w.proc.pid, f)) for f in fds]
+        check(not [x for x in links if "(deleted)" in x], "file made at start: %r" % links)
+        res = parallel(w, ["/file?mb=2"] * 4)
+        for _, _, r in res:
+            check(r.status == 200 and r.json()["bytes"] == 2 << 20, r)
         r = w.get("/file?mb=10").json()
         check(r["bytes"] == 10 << 20 and r["reads"] == 10, r)
+    with Worker(["--file-size", "1M"], env={"TMPDIR": "/nonexistent-corral"}) as w:
+        r = w.get("/file?mb=1")
+        check(r.status == 500, "no temp dir: %r" % r)
+        check(w.get("/light").status == 200, "the worker serves on")
     with Worker(["--file-size", "0"]) as w:
         check(w.get("/file?mb=1").status == 503, "file disabled")
 

@@ -1,0 +1,285 @@
+'use strict';
+// corral-node-agent: zero-code instrumentation for an unmodified Node.js app
+// run as a corral worker. corrald preloads it (`node --require=<this file>
+// app.js`) with --node-agent, and by default with --node-heap when the
+// program is node. It speaks the stream form of the worker protocol
+// (docs/worker-protocol.md) on the inherited CORRAL_NOTIFY_FD:
+//
+//   READY=1     once the app's server listens on fd 3 (at once when it
+//               cannot tell: no listening socket of ours on fd 3);
+//   WATCHDOG=1  every report interval, from the event loop, with the same
+//               report keys as the reference worker: heap used/total/limit,
+//               external (Buffers included), RSS, loop delay p50/p99/max,
+//               ELU, requests and in-flight requests of that server;
+//   STOPPING=1  when that server closes (the app began to drain).
+//
+// Rules it keeps:
+// - The app comes first. Nothing here may throw into the app, keep its loop
+//   alive, install a signal handler or change what it serves. A broken
+//   channel (EPIPE, EBADF, fd not a socket, ...) turns reporting off with one
+//   line on stderr; the app carries on.
+// - An app that speaks the protocol itself (it reads CORRAL_NOTIFY_FD or
+//   NOTIFY_SOCKET) is left to do so: the agent falls silent, so a message is
+//   never sent twice and the stream is never written by two writers.
+// - A V8 heap-limit death cannot be reported from JavaScript (V8 aborts
+//   without running any). corrald recognises it from V8's own stderr line
+//   ("Reached heap limit") and the last heap report, which this sends.
+//
+// Standard library only; Node.js >= 16.
+
+(function corralNodeAgent() {
+  const LISTEN_FD = 3;
+  const MAX_MESSAGE = 4096;
+  const RESOLUTION_MS = 10;
+  const TAG = 'corral-node-agent';
+
+  let fs, net, v8, perf;
+  try {
+    fs = require('node:fs');
+    net = require('node:net');
+    v8 = require('node:v8');
+    perf = require('node:perf_hooks');
+  } catch (e) {
+    return;
+  }
+  const realEnv = process.env;
+
+  function warn(text) {
+    try {
+      fs.writeSync(2, `${TAG}: ${text}\n`);
+    } catch (e) {
+      // stderr is gone too: nothing left to tell.
+    }
+  }
+
+  // Why fd is unusable as a socket (EBADF, "not a socket"), or null.
+  function notSocket(fd) {
+    try {
+      return fs.fstatSync(fd).isSocket() ? null : 'not a socket';
+    } catch (e) {
+      return e.code || e.message;
+    }
+  }
+
+  // The notify channel: an inherited stream socket named by CORRAL_NOTIFY_FD.
+  function channelFd() {
+    const raw = realEnv.CORRAL_NOTIFY_FD;
+    if (raw === undefined || raw === '') return -1;
+    const fd = Number(raw);
+    if (!Number.isInteger(fd) || fd < 0 || fd > 65535) {
+      warn(`CORRAL_NOTIFY_FD=${raw} is not a descriptor; reporting off`);
+      return -1;
+    }
+    const why = notSocket(fd);
+    if (why) {
+      warn(`notify fd ${fd}: ${why}; reporting off`);
+      return -1;
+    }
+    return fd;
+  }
+
+  // Whether fd 3 is a listening socket passed to this very process
+  // (sd_listen_fds rules: LISTEN_FDS >= 1 and LISTEN_PID, when set, is us).
+  function listenFdIsOurs() {
+    const n = Number(realEnv.LISTEN_FDS || 0);
+    const pid = realEnv.LISTEN_PID;
+    if (!(n >= 1)) return false;
+    if (pid !== undefined && pid !== '' && Number(pid) !== process.pid) return false;
+    return notSocket(LISTEN_FD) === null;
+  }
+
+  function intervalMs() {
+    const n = Number(realEnv.CORRAL_REPORT_INTERVAL_MS || 1000);
+    return Number.isInteger(n) && n >= 10 && n <= 600000 ? n : 1000;
+  }
+
+  const state = {
+    fd: channelFd(),
+    appSpeaks: false, // the app reads the channel's variables: it is its own reporter
+    ready: false,
+    server: null,     // the app's server on fd 3
+    http: false,      // it is an HTTP(S) server: its requests are counted
+    requests: 0,
+    inflight: 0,
+    dropped: 0,
+  };
+  if (state.fd < 0) return; // not under corrald, or nothing to write to
+
+  // Writes one message whole (one write() in the common case). A channel
+  // left non-blocking by someone else may be full: drop whole messages, never
+  // half of one. Any other error ends reporting, not the app.
+  function send(fields) {
+    if (state.fd < 0 || state.appSpeaks) return false;
+    const text = Object.entries(fields).map(([k, v]) => `${k}=${v}\n`).join('') + '\n';
+    const buf = Buffer.from(text, 'utf8');
+    if (buf.length > MAX_MESSAGE) return false;
+    let off = 0;
+    let spins = 0;
+    while (off < buf.length) {
+      try {
+        off += fs.writeSync(state.fd, buf, off, buf.length - off);
+      } catch (e) {
+        if (e.code === 'EAGAIN' && off === 0) {
+          state.dropped++;
+          return false;
+        }
+        if (e.code === 'EAGAIN' && ++spins < 1000) continue;
+        warn(`notify fd ${state.fd}: ${e.code || e.message}; reporting off`);
+        state.fd = -1;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Sees whether the app reaches for the channel itself. Enumeration does
+  // not count (a `{...process.env}` copy for a child process reads every
+  // key): the channel's variables are left out of it, so children do not
+  // inherit a channel that is not theirs either.
+  function watchEnv() {
+    const own = new Set(['CORRAL_NOTIFY_FD', 'NOTIFY_SOCKET']);
+    const proxy = new Proxy(realEnv, {
+      get(target, key, receiver) {
+        if (own.has(key)) state.appSpeaks = true;
+        return Reflect.get(target, key);
+      },
+      has(target, key) {
+        if (own.has(key)) state.appSpeaks = true;
+        return Reflect.has(target, key);
+      },
+      ownKeys(target) {
+        return Reflect.ownKeys(target).filter((k) => !own.has(k));
+      },
+    });
+    try {
+      process.env = proxy;
+    } catch (e) {
+      // Cannot watch: a self-reporting app would be reported twice, which
+      // corrald tolerates; the app itself is unaffected.
+    }
+  }
+
+  class Reporter {
+    constructor(ms) {
+      this.ms = ms;
+      this.delay = perf.monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+      this.elu = perf.performance.eventLoopUtilization();
+      this.timer = null;
+    }
+
+    start() {
+      this.delay.enable();
+      this.timer = setInterval(() => this.report(), this.ms);
+      this.timer.unref(); // never keeps the app alive
+      this.report();
+    }
+
+    // Node's histogram records whole timer periods; the protocol wants the
+    // lateness past the period, as corral-worker reports it.
+    lateUs(ns) {
+      if (!Number.isFinite(ns) || this.delay.count === 0) return 0;
+      return Math.max(0, Math.round((ns - RESOLUTION_MS * 1e6) / 1000));
+    }
+
+    report() {
+      if (state.fd < 0 || state.appSpeaks) {
+        this.stop();
+        return;
+      }
+      const m = process.memoryUsage();
+      const d = this.delay;
+      const elu = perf.performance.eventLoopUtilization(this.elu);
+      this.elu = perf.performance.eventLoopUtilization();
+      const fields = {
+        WATCHDOG: 1,
+        X_HEAP_USED: m.heapUsed,
+        X_HEAP_TOTAL: m.heapTotal,
+        X_HEAP_LIMIT: v8.getHeapStatistics().heap_size_limit,
+        X_EXTERNAL: m.external,
+        X_RSS: m.rss,
+        X_LOOP_DELAY_P50_US: this.lateUs(d.percentile(50)),
+        X_LOOP_DELAY_P99_US: this.lateUs(d.percentile(99)),
+        X_LOOP_DELAY_MAX_US: this.lateUs(d.max),
+        X_ELU: elu.utilization.toFixed(4),
+      };
+      if (state.http) {
+        fields.X_INFLIGHT = state.inflight;
+        fields.X_REQUESTS = state.requests;
+      }
+      send(fields);
+      d.reset();
+    }
+
+    stop() {
+      if (this.timer) clearInterval(this.timer);
+      this.timer = null;
+      this.delay.disable();
+    }
+  }
+
+  const reporter = new Reporter(intervalMs());
+
+  function becomeReady(status) {
+    if (state.ready) return;
+    state.ready = true;
+    send({ READY: 1, STATUS: status });
+    reporter.start();
+  }
+
+  // Counts the requests of an HTTP(S) server; a bare net.Server has none.
+  function countRequests(server) {
+    server.on('request', (req, res) => {
+      state.requests++;
+      state.inflight++;
+      res.once('close', () => {
+        state.inflight--;
+      });
+    });
+  }
+
+  function adopt(server) {
+    if (state.server) return;
+    state.server = server;
+    // http.Server and https.Server (not one another's instances) both
+    // carry maxHeadersCount; a bare net.Server has no requests to count.
+    if ('maxHeadersCount' in server) {
+      state.http = true;
+      countRequests(server);
+    }
+    server.once('close', () => send({ STOPPING: 1 }));
+    becomeReady('serving (corral-node-agent)');
+  }
+
+  // Wraps net.Server#listen (http, https and express servers all use it) to
+  // learn when the app's server listens, and on which descriptor.
+  function watchListen() {
+    const listen = net.Server.prototype.listen;
+    net.Server.prototype.listen = function corralListen(...args) {
+      try {
+        this.once('listening', () => {
+          try {
+            if (this._handle && this._handle.fd === LISTEN_FD) adopt(this);
+          } catch (e) {
+            warn(`cannot follow the server: ${e.message}`);
+          }
+        });
+      } catch (e) {
+        // Not an EventEmitter after all: listen as if we were not here.
+      }
+      return listen.apply(this, args);
+    };
+  }
+
+  try {
+    watchEnv();
+    if (listenFdIsOurs()) {
+      watchListen();
+    } else {
+      // Nothing on fd 3 to watch: ready once the main module has run.
+      setImmediate(() => becomeReady('running (corral-node-agent; no listening fd 3)'));
+    }
+  } catch (e) {
+    warn(`disabled: ${e.message}`);
+    state.fd = -1;
+  }
+})();

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Privilege separation and what a worker is handed (issue: trust).
+
+- --user/--group: workers drop to that uid/gid, with no supplementary
+  groups, after their cgroup and sockets are set up, and cannot get root
+  back; they still report READY through the notify channel.
+- The notify socket is a path in a private 0700 directory, not an abstract
+  socket any local user can find and flood; it is gone after a stop.
+- The environment: corrald's minus a deny-list plus --env, or only
+  --pass-env's names; corral's own variables always.
+"""
+import errno
+import os
+import socket
+import stat
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "classify"))
+import clhelp as h  # noqa: E402
+import corraltest as ct  # noqa: E402
+
+NOBODY = 65534
+
+
+def need_root():
+    if os.geteuid() != 0:
+        ct.skip("needs root to switch users")
+
+
+def proc_ids(pid):
+    ids = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("Uid", "Gid", "Groups"):
+                ids[k] = v.split()
+    return ids
+
+
+def test_user_drop():
+    """--user nobody: real, effective, saved and filesystem ids are nobody's,
+    no supplementary group, and the worker serves (it reported READY)."""
+    need_root()
+    with h.optional_cgroup("usr") as cg, \
+            h.corrald("--user", "nobody", workers=2, cgroups=h.rel(cg), name="usr") as c:
+        for pid in c.live_pids():
+            ids = proc_ids(pid)
+            assert ids["Uid"] == [str(NOBODY)] * 4, ids
+            assert ids["Gid"] == [str(NOBODY)] * 4, ids
+            assert ids["Groups"] == [], ids
+        st, hd, _ = c.get("/light")
+        assert st == 200 and int(hd["x-worker-pid"]) in c.live_pids()
+        assert "workers run as uid 65534 gid 65534" in c.log()
+
+
+def test_group_drop():
+    """--group alone keeps the user and changes the group."""
+    need_root()
+    with h.corrald("--user", "0", "--group", "nogroup", workers=1, name="grp") as c:
+        ids = proc_ids(c.live_pids()[0])
+        assert ids["Uid"] == ["0"] * 4 and ids["Gid"] == [str(NOBODY)] * 4, ids
+        assert ids["Groups"] == [], ids
+
+
+def test_unknown_user():
+    """An unknown user is a start-up error naming the option."""
+    tmp = tempfile.mkdtemp(prefix="corral-nouser-")
+    import subprocess
+    p = subprocess.run([ct.CORRALD, "--no-cgroups", "--listen", "127.0.0.1:0", "--control",
+                        os.path.join(tmp, "c.sock"), "--user", "no-such-user-xyz"],
+                       capture_output=True, text=True, timeout=10,
+                       env=dict(os.environ, CORRAL_WORKER=ct.WORKER))
+    assert p.returncode != 0, p
+    assert "--user: no such user 'no-such-user-xyz'" in p.stdout + p.stderr, p
+
+
+def test_notify_socket_private():
+    """NOTIFY_SOCKET is a path in a 0700 directory: another local user cannot
+    send to it; the directory is removed at exit."""
+    need_root()
+    out = tempfile.mktemp(prefix="corral-env-")
+    cmd = ["/bin/sh", "-c", f'echo "$NOTIFY_SOCKET" > {out}; exec {ct.WORKER}']
+    with h.corrald(workers=1, command=cmd, name="nsock") as c:
+        path = open(out).read().strip()
+        assert path.startswith("/") and not path.startswith("@"), path
+        d = os.path.dirname(path)
+        assert stat.S_IMODE(os.stat(d).st_mode) == 0o700, oct(os.stat(d).st_mode)
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        pid = os.fork()
+        if pid == 0:  # a stranger: uid nobody
+            code = 1
+            try:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                try:
+                    s.sendto(b"READY=1", path)
+                except PermissionError:
+                    code = 0
+                except OSError as e:
+                    code = 0 if e.errno == errno.EACCES else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "a stranger could reach the notify socket"
+        assert len(c.live_pids()) == 1
+        assert c.stop() == 0
+        assert not os.path.exists(d), d
+    os.unlink(out)
+
+
+def env_of(*args, command_env=None):
+    out = tempfile.mktemp(prefix="corral-env-")
+    cmd = ["/bin/sh", "-c", f"/usr/bin/env > {out}; exec {ct.WORKER}"]
+    with h.corrald(*args, workers=1, command=cmd, env=command_env, name="env") as c:
+        assert len(c.live_pids()) == 1
+    with open(out) as f:
+        env = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    os.unlink(out)
+    return env
+
+
+def test_env_deny_list():
+    """The invoking session's agent and corrald's own systemd variables never
+    reach a worker; everything else does; --env adds and overrides."""
+    env = env_of("--env", "BAR=two", "--env", "FOO=over",
+                 command_env={"FOO": "1", "KEEP": "yes", "SSH_AUTH_SOCK": "/tmp/agent",
+                              "INVOCATION_ID": "abc", "CORRAL_WORKER_ID": "99"})
+    assert env.get("KEEP") == "yes", env
+    assert env.get("FOO") == "over" and env.get("BAR") == "two", env
+    assert "SSH_AUTH_SOCK" not in env and "INVOCATION_ID" not in env, env
+    assert env.get("CORRAL_WORKER_ID") == "1", env
+    assert env.get("LISTEN_FDS") == "1" and "NOTIFY_SOCKET" in env, env
+
+
+def test_env_allow_list():
+    """--pass-env: only the named variables pass (plus corral's own)."""
+    env = env_of("--pass-env", "KEEP", "--env", "BAR=two",
+                 command_env={"KEEP": "yes", "OTHER": "no"})
+    assert env.get("KEEP") == "yes" and env.get("BAR") == "two", env
+    assert "OTHER" not in env and "HOME" not in env, env
+    assert env.get("CORRAL_WORKER_ID") == "1" and env.get("LISTEN_FDS") == "1", env
+
+
+def test_env_bad_value():
+    """--env without '=' is refused with the option's name."""
+    import subprocess
+    p = subprocess.run([ct.CORRALD, "--env", "NOEQUALS"], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode == 2 and "--env: 'NOEQUALS' is not KEY=VALUE" in p.stderr, p
+
+
+if __name__ == "__main__":
+    ct.main(sys.modules[__name__])
