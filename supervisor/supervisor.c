@@ -565,12 +565,45 @@ static enum cr_wevent act_kill_spare(struct cr_worker *w)
     return NOTHING;
 }
 
-/* Classifies and records the death, then decides what follows it. */
-static enum cr_wevent act_reap(struct cr_worker *w)
+/* The restart policy's word on a death of a slot's worker. */
+static void decide(struct cr_worker *w, uint64_t now, uint64_t uptime, bool planned,
+                   bool exec_failed)
+{
+    struct cr_restart_policy p = restart_policy(w->sup);
+    w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
+    if (exec_failed) {
+        /* Nothing will change by retrying fast: the program is not there. */
+        w->decision = (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
+                                                   .delay_ms = p.failed_retry_ms};
+    }
+    w->restarts++;
+}
+
+/* Before the post-mortem (which reads cgroup and /proc files): a slot that
+ * goes on, with a frozen spare, is handed to the spare at once, so that it
+ * serves while corrald classifies. "Planned" comes from the kill ledger, as
+ * the post-mortem's own answer does; a crash loop keeps its spare frozen.
+ * Returns the heir, or NULL (decided tells whether the policy was asked). */
+static struct cr_worker *promote_early(struct cr_worker *w, uint64_t now, bool *decided)
+{
+    struct cr_worker *s = w->sup->workers;
+    while (s && !(s->state == CR_WS_SPARE && !s->retire_on_exit))
+        s = s->next;
+    *decided = false;
+    if (!s || w->id == CR_SPARE_ID || w->retire_on_exit || w->sup->stopping || w->replaced_by ||
+        w->replaces || w->exec_errno)
+        return NULL;
+    bool planned = w->kill_reason == CR_KILL_STOP || w->kill_reason == CR_KILL_RECYCLE;
+    decide(w, now, now - w->spawned_at, planned, false);
+    *decided = true;
+    return w->decision.event == CR_WE_RESTART && promote_spare(w) ? cr_supervisor_worker(w->sup, w->id)
+                                                                   : NULL;
+}
+
+/* Classifies the death and records it: history, counters, the event. */
+static struct cr_postmortem *record_death(struct cr_worker *w, uint64_t now)
 {
     struct cr_supervisor *sup = w->sup;
-    uint64_t now = cr_now_ms(sup);
-    clear_deadline(w);
     struct cr_postmortem *pm = cr_worker_postmortem(w, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
@@ -585,6 +618,18 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
+    return pm;
+}
+
+/* Classifies and records the death, then decides what follows it. */
+static enum cr_wevent act_reap(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    uint64_t now = cr_now_ms(sup);
+    clear_deadline(w);
+    bool decided;
+    struct cr_worker *heir = promote_early(w, now, &decided);
+    struct cr_postmortem *pm = record_death(w, now);
     bool planned = pm->planned, exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
     uint64_t uptime = (uint64_t)pm->uptime_ms;
     free(pm);
@@ -595,6 +640,12 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     w->recycle_queued = false; /* a recycle asked of this process died with it */
 
     /* What follows the death. */
+    if (heir) { /* the spare took the slot before the post-mortem was read */
+        heir->oom_kills = w->oom_kills;
+        memcpy(heir->last_death, w->last_death, sizeof(heir->last_death));
+        memcpy(heir->last_death_reason, w->last_death_reason, sizeof(heir->last_death_reason));
+        return CR_WE_RETIRE;
+    }
     if (w->id == CR_SPARE_ID) {
         if (!w->retire_on_exit && !sup->stopping)
             spare_failed(sup, uptime);
@@ -614,14 +665,8 @@ static enum cr_wevent act_reap(struct cr_worker *w)
         replacement_failed(w, now, uptime);
         return CR_WE_RETIRE;
     }
-    struct cr_restart_policy p = restart_policy(sup);
-    w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
-    if (exec_failed) {
-        /* Nothing will change by retrying fast: the program is not there. */
-        w->decision = (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
-                                                   .delay_ms = p.failed_retry_ms};
-    }
-    w->restarts++;
+    if (!decided)
+        decide(w, now, uptime, planned, exec_failed);
     /* A frozen spare takes the slot now; the dead worker retires. */
     if (w->decision.event == CR_WE_RESTART && promote_spare(w))
         return CR_WE_RETIRE;
