@@ -486,6 +486,7 @@ static bool promote_spare(struct cr_worker *dead)
 }
 
 #define FREEZE_TIMEOUT_MS 2000
+#define SPARE_AFTER_PROMOTION_MS 500
 
 /* SIGKILL for a spare that cannot be frozen or thawed, outside the kill
  * ledger's stop reasons: it died on corrald's word, and is replaced. */
@@ -548,7 +549,12 @@ static enum cr_wevent act_promote(struct cr_worker *w)
     publish_state(w, "ready", "promoted spare");
     arm_watchdog(w);
     cr_supervisor_table_changed(sup);
-    cr_supervisor_pump_spares(sup); /* the next spare starts in the background */
+    /* The next spare starts in the background, a moment later: a runtime's
+     * start-up (Node: ~1 s of CPU) would otherwise compete for the cores
+     * with the heir's first requests. */
+    if (sup->spare_not_before < w->ready_at + SPARE_AFTER_PROMOTION_MS)
+        sup->spare_not_before = w->ready_at + SPARE_AFTER_PROMOTION_MS;
+    cr_supervisor_pump_spares(sup);
     return NOTHING;
 }
 
