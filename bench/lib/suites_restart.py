@@ -202,3 +202,53 @@ def restart():
         s = next(r for r in rows if r[0] == 'corral N=1 --spares 1' and r[1] == w)
         print(f'answer: {w} worker with a spare: {s[3]:.1f} ms median, p90 {s[4]:.1f} ms '
               f'(target <= 5 ms median: {"met" if s[3] <= 5 else "NOT met"})')
+
+
+# --- scale: corrald at 256 workers (issue 15, item 4) ---------------------------
+
+def _status_raw_ms(srv):
+    """One `status` round trip, bytes only (no JSON parsing on this side)."""
+    import socket
+    t0 = now_ms()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(srv.sock)
+        s.sendall(b'{"cmd":"status"}\n')
+        buf = b''
+        while not buf.endswith(b'\n'):
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+    return now_ms() - t0, len(buf)
+
+
+def _scale_row(name, n, parent, window):
+    from common import CLK_TCK, cpu_ticks, rss_kb
+    t = time.monotonic()
+    srv = Corral(n, cgroup_parent=parent, ready_timeout=300)
+    up = time.monotonic() - t
+    try:
+        time.sleep(3.0)
+        c0, w0 = cpu_ticks(srv.pid), time.monotonic()
+        time.sleep(window)
+        cpu = (cpu_ticks(srv.pid) - c0) / CLK_TCK / (time.monotonic() - w0) * 100
+        rss = rss_kb(srv.pid) / 1024
+        raw = [_status_raw_ms(srv) for _ in range(50)]
+        ms = [r[0] for r in raw]
+    finally:
+        srv.stop()
+    return [name, n, round(up, 2), cpu, rss, median(ms), pct(ms, 90), raw[0][1] // 1024]
+
+
+def scale():
+    from suites_sup import _with_cgroup
+    window = 10 if not Opts.quick else 3
+    rows = [_scale_row('256 workers, no cgroups', 256, None, window)]
+    rows.append(_with_cgroup(lambda parent: _scale_row('256 workers, cgroups', 256, parent,
+                                                       window)))
+    hdr = ['corrald', 'workers', 'all ready s', 'idle CPU %', 'RSS MiB', 'status ms (median)',
+           'status ms (p90)', 'status KiB']
+    table('scale: corrald at 256 workers (targets: status <= 5 ms, CPU <= 1 %, RSS <= 8 MiB)',
+          hdr, rows)
+    write_csv('scale.csv', hdr, rows)

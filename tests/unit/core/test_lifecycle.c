@@ -155,6 +155,33 @@ static void test_reachable_and_retirable(void **state)
     assert_int_equal(CR_WS_NEW, 0);
 }
 
+/* Spares: a spare state is entered only from new (start-spare) or from
+ * another spare state, never from a serving one; it is left for serving
+ * only by promote (→ ready, thawing), and otherwise only toward death. A
+ * frozen spare cannot run a SIGTERM handler: its drain kills. */
+static void test_spares(void **state)
+{
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (!t)
+            continue;
+        if (cr_wstate_spare(t->next) && !cr_wstate_spare(s) && !(s == CR_WS_NEW && e == CR_WE_START_SPARE))
+            fail_msg("%s × %s enters spare state %s", S(s), E(e), S(t->next));
+        if (cr_wstate_spare(s) && !cr_wstate_spare(t->next) && t->next != CR_WS_EXITED &&
+            t->next != CR_WS_DRAINING && !(e == CR_WE_PROMOTE && t->next == CR_WS_READY))
+            fail_msg("%s × %s leaves the spares for %s", S(s), E(e), S(t->next));
+        if ((e == CR_WE_PROMOTE) != (t->action == CR_WA_PROMOTE) || (e == CR_WE_PROMOTE && s != CR_WS_SPARE))
+            fail_msg("%s × %s: only a frozen spare is promoted, by the promote action", S(s), E(e));
+        if (e == CR_WE_FROZEN && s != CR_WS_FREEZING)
+            fail_msg("%s hears frozen", S(s));
+    }
+    const struct cr_transition *d = cr_lifecycle_step(CR_WS_SPARE, CR_WE_DRAIN);
+    assert_non_null(d);
+    assert_int_equal(d->action, CR_WA_KILL_SPARE);
+    assert_false(cr_wstate_spare(CR_WS_READY));
+    assert_true(cr_wstate_spare(CR_WS_SPARE) && cr_wstate_has_process(CR_WS_SPARE));
+}
+
 /* Every state, event and action has a name; out-of-range values are safe. */
 static void test_names(void **state)
 {
@@ -318,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_nothing_gets_stuck),
         cmocka_unit_test(test_failed_only_through_the_budget),
         cmocka_unit_test(test_reachable_and_retirable),
+        cmocka_unit_test(test_spares),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_a_life),
         cmocka_unit_test(test_ignored_events),
