@@ -39,8 +39,8 @@ static int remove_once(const char *rel)
     return r;
 }
 
-/* The one function of this module that may block: for up to timeout_ms, in
- * 5 ms steps, while rmdir says EBUSY. Right after its last task was reaped a
+/* May block (as cr_cgroup_kill_stale may, and nothing else here): for up to
+ * timeout_ms, in 5 ms steps, while rmdir says EBUSY. Right after its last task was reaped a
  * v1 memory group can still be busy (the kernel drains charges and offlines
  * the css asynchronously). timeout_ms 0 tries once. */
 int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms)
@@ -76,11 +76,13 @@ int cr_cgroup_each_child(const char *parent_rel, const char *prefix,
         char *rel;
         if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
             continue;
+        /* rel is undefined when asprintf fails: freed only on success. */
         if (asprintf(&rel, "%s/%s", strcmp(parent_rel, "/") == 0 ? "" : parent_rel, de->d_name) <
-            0)
+            0) {
             r = -ENOMEM;
-        else
-            r = fn(rel, userdata);
+            continue;
+        }
+        r = fn(rel, userdata);
         free(rel);
     }
     closedir(d);

@@ -122,6 +122,44 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* The parent's half once the child exists: its pidfd, its cgroup, then
+ * the gate opened and the exec result read. On failure the child is
+ * killed and reaped here: nothing else knows its pid. */
+static int parent(const struct cr_spawn_opts *o, pid_t pid, int *gate_w, int err_r,
+                  struct cr_spawn_result *ret)
+{
+    int r;
+    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
+     * through SIGCHLD instead, and signalled by pid: safe, because a child
+     * that corrald has not reaped cannot have its pid reused. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0 && errno != ENOSYS) {
+        r = -errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return r;
+    }
+    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
+        /* Never let a worker run outside its cgroup. */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close_fd(&pidfd);
+        return r;
+    }
+    close_fd(gate_w); /* opens the gate */
+
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(err_r, &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
+        ;
+    *ret = (struct cr_spawn_result){
+        .pid = pid,
+        .pidfd = pidfd,
+        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
+    };
+    return 0;
+}
+
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
 {
     int gate[2] = {-1, -1}, errp[2] = {-1, -1};
@@ -156,36 +194,7 @@ int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
 
     close_fd(&gate[0]);
     close_fd(&errp[1]);
-
-    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
-     * through SIGCHLD instead, and signalled by pid: safe, because a child
-     * that corrald has not reaped cannot have its pid reused. */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0 && errno != ENOSYS) {
-        r = -errno;
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        goto out;
-    }
-    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
-        /* Never let a worker run outside its cgroup. */
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close(pidfd);
-        goto out;
-    }
-    close_fd(&gate[1]); /* opens the gate */
-
-    int child_errno = 0;
-    ssize_t n;
-    while ((n = read(errp[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
-        ;
-    *ret = (struct cr_spawn_result){
-        .pid = pid,
-        .pidfd = pidfd,
-        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
-    };
-    r = 0;
+    r = parent(o, pid, &gate[1], errp[0], ret);
 out:
     close_fd(&gate[0]);
     close_fd(&gate[1]);
