@@ -92,6 +92,15 @@ static pid_t spin(struct cr_freezer *f, struct cr_cgroup *cg, volatile unsigned 
     return pid;
 }
 
+/* Waits (bounded: 5 s, on a loaded machine the child may wait for a core)
+ * for the counter to move past from. */
+static bool moves(volatile unsigned long *counter, unsigned long from)
+{
+    for (int i = 0; i < 500 && *counter <= from; i++)
+        ms(10);
+    return *counter > from;
+}
+
 static void freeze_thaw_kill(struct cr_freezer *f, struct cr_cgroup *cg)
 {
     volatile unsigned long *counter =
@@ -99,8 +108,7 @@ static void freeze_thaw_kill(struct cr_freezer *f, struct cr_cgroup *cg)
     if (counter == MAP_FAILED)
         exit(1);
     pid_t pid = spin(f, cg, counter);
-    ms(20);
-    CHECK(*counter > 0);
+    CHECK(moves(counter, 0));
     CHECK(cr_freezer_set(f, true) == 0);
     CHECK(wait_state(f, CR_FREEZE_FROZEN));
     unsigned long a = *counter;
@@ -108,8 +116,7 @@ static void freeze_thaw_kill(struct cr_freezer *f, struct cr_cgroup *cg)
     CHECK(*counter == a); /* frozen: no progress at all */
     CHECK(cr_freezer_set(f, false) == 0);
     CHECK(wait_state(f, CR_FREEZE_THAWED));
-    ms(20);
-    CHECK(*counter > a); /* thawed: it runs again */
+    CHECK(moves(counter, a)); /* thawed: it runs again */
 
     /* Killed while frozen: dead once thawed (v1 keeps the kill pending). */
     CHECK(cr_freezer_set(f, true) == 0);
