@@ -238,6 +238,11 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
         if (!w)
             return -ENOMEM;
         cr_worker_start(w);
+        /* A program that cannot be executed at all will not appear by
+         * retrying: refuse to run (the spawn logged the one line). */
+        if (i == 1 && (w->exec_errno == ENOENT || w->exec_errno == EACCES ||
+                       w->exec_errno == ENOEXEC))
+            return -ECANCELED;
     }
     cr_supervisor_pump_spares(sup); /* after the workers: capacity first */
     cr_supervisor_table_changed(sup);
