@@ -97,10 +97,26 @@ int cr_freeze_set(struct cr_worker *w, bool frozen)
     return stop_signal(w, frozen ? SIGSTOP : SIGCONT);
 }
 
+/* SIGSTOP takes effect once the target is scheduled to take the signal:
+ * /proc/<pid>/stat's state says 'T' (stopped) from then on. */
+static int stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold anything but ends at the last ')' */
+    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 int cr_freeze_done(struct cr_worker *w)
 {
     if (!w->freezer)
-        return 1; /* a SIGSTOP is in force before the process runs again */
+        return stopped(w->pid);
     enum cr_freeze_state s;
     int r = cr_freezer_state(w->freezer, &s);
     return r < 0 ? r : s == CR_FREEZE_FROZEN;
