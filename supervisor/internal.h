@@ -22,6 +22,7 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "notify.h"
+#include "ring.h"
 
 struct cr_cgroup;
 struct cr_freezer;
@@ -60,8 +61,7 @@ struct cr_worker {
     char out_line[1024];
     size_t out_line_len;
     char tail[CR_STDERR_TAIL]; /* ring of the last output bytes */
-    size_t tail_len;
-    size_t tail_head;
+    struct cr_ring tail_ring; /* indices into tail (common/ring.h) */
     struct cr_notify_stream nstream;
 
     struct cr_cgroup *cg;

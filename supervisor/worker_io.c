@@ -68,21 +68,15 @@ static void io_release(struct cr_worker *w)
 
 static void tail_append(struct cr_worker *w, const char *buf, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        size_t pos = (w->tail_head + w->tail_len) % CR_STDERR_TAIL;
-        w->tail[pos] = buf[i];
-        if (w->tail_len < CR_STDERR_TAIL)
-            w->tail_len++;
-        else
-            w->tail_head = (w->tail_head + 1) % CR_STDERR_TAIL;
-    }
+    for (size_t i = 0; i < n; i++)
+        w->tail[cr_ring_push(&w->tail_ring, CR_STDERR_TAIL)] = buf[i];
 }
 
 void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len)
 {
-    for (size_t i = 0; i < w->tail_len; i++)
-        buf[i] = w->tail[(w->tail_head + i) % CR_STDERR_TAIL];
-    *len = w->tail_len;
+    for (size_t i = 0; i < w->tail_ring.len; i++)
+        buf[i] = w->tail[cr_ring_oldest(&w->tail_ring, CR_STDERR_TAIL, i)];
+    *len = w->tail_ring.len;
 }
 
 static void forward_line(struct cr_worker *w)
