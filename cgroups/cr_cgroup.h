@@ -242,3 +242,55 @@ int cr_cgroup_mount_writable(void);
  * /proc/self/cgroup names is not visible, e.g. a container sharing the
  * host's cgroup namespace on v1, whose mount shows only its own group). */
 int cr_cgroup_rel_visible(const char *rel);
+
+/* ---- freezing (cr_cgroup_freeze.c) ----------------------------------------
+ * A frozen group's processes get no CPU and handle no signal until thawed;
+ * they resume where they stopped. v2: cgroup.freeze of the worker's own
+ * memory group (done when cgroup.events says "frozen 1"). v1: a group of the
+ * separate freezer hierarchy (freezer.state THAWED/FREEZING/FROZEN) that the
+ * caller creates and attaches the process to, alongside its memory group.
+ * On v1 a SIGKILL stays pending on a frozen task until it is thawed. */
+enum cr_freezer_kind {
+    CR_FREEZER_NONE, /* neither: callers fall back to SIGSTOP/SIGCONT */
+    CR_FREEZER_V1,   /* the v1 freezer hierarchy is mounted */
+    CR_FREEZER_V2,   /* the memory controller is on v2: cgroup.freeze */
+    _CR_FREEZER_KIND_MAX,
+};
+enum cr_freeze_state { CR_FREEZE_THAWED, CR_FREEZE_FREEZING, CR_FREEZE_FROZEN };
+
+const char *cr_freezer_kind_to_string(enum cr_freezer_kind k);
+/* Which freezer serves groups of this system's memory layout. */
+int cr_freezer_detect(enum cr_freezer_kind *ret);
+/* The freezer path of the calling process (/proc/self/cgroup's line with
+ * "freezer" among its controllers; caller frees); parse is the pure part.
+ * -ENOENT: no such line. */
+int cr_freezer_own_rel(char **ret_rel);
+int cr_freezer_parse_proc_cgroup(const char *text, char **ret_rel);
+/* Pure: freezer.state (v1) or cgroup.events (v2) text → state. */
+int cr_freezer_parse_state(enum cr_freezer_kind k, const char *text, enum cr_freeze_state *ret);
+
+struct cr_freezer;
+/* v2: a handle on the memory group cg (rel unused; -EOPNOTSUPP before 5.2).
+ * v1: the group rel of the freezer hierarchy, created (with missing
+ * parents) when create. -ENODEV with no freezer. Free with cr_freezer_free. */
+int cr_freezer_open(const struct cr_cgroup *cg, const char *rel, bool create,
+                    struct cr_freezer **ret);
+struct cr_freezer *cr_freezer_free(struct cr_freezer *f);
+enum cr_freezer_kind cr_freezer_kind(const struct cr_freezer *f);
+const char *cr_freezer_rel(const struct cr_freezer *f);
+/* v1: moves pid's thread group in (call between fork and exec); v2: 0. */
+int cr_freezer_attach(struct cr_freezer *f, pid_t pid);
+/* Asks for frozen or thawed; freezing completes asynchronously: poll
+ * cr_freezer_state until CR_FREEZE_FROZEN. Thawing takes effect at once. */
+int cr_freezer_set(struct cr_freezer *f, bool frozen);
+int cr_freezer_state(struct cr_freezer *f, enum cr_freeze_state *ret);
+/* v1: rmdir the (empty) group once (-EBUSY with tasks); v2: 0 (the memory
+ * group is removed by its owner). */
+int cr_freezer_remove(struct cr_freezer *f);
+/* v1: under parent_rel, every group named <prefix><pid> whose pid no longer
+ * exists (a supervisor that died without cleaning up) is thawed, its
+ * processes and those of its child groups SIGKILLed, and removed (a group
+ * still emptying after 1 s is left and counted; this blocks, for start-up).
+ * Groups of live owners are untouched. */
+int cr_freezer_reclaim_v1(const char *parent_rel, const char *prefix, unsigned *ret_killed,
+                          unsigned *ret_left);

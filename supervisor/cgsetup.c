@@ -253,6 +253,10 @@ int cr_cg_setup(struct cr_supervisor *sup)
     if (cr_cgroup_kill_stale(wrel, "w", 1000, &killed) == 0 && killed)
         cr_log(CR_LOG_WARNING, "killed %u process(es) left in stale worker cgroups under %s",
                killed, wrel);
+    if (cr_cgroup_kill_stale(wrel, "s", 1000, &killed) == 0 && killed)
+        cr_log(CR_LOG_WARNING, "killed %u spare(s) left in stale cgroups under %s", killed, wrel);
+    if (cr_cgroup_reclaim_stale(wrel, "s", &removed, &left) == 0 && (removed || left))
+        cr_log(CR_LOG_NOTICE, "reclaimed %u stale spare cgroup(s) under %s", removed, wrel);
     if (cr_cgroup_reclaim_stale(wrel, "w", &removed, &left) == 0 && (removed || left))
         cr_log(CR_LOG_NOTICE, "reclaimed %u stale worker cgroup(s) under %s%s", removed, wrel,
                left ? " (some still hold processes and were left)" : "");
@@ -276,7 +280,10 @@ int cr_cg_worker_create(struct cr_worker *w)
     char name[48];
     /* Per generation: during a rolling replacement the old and the new
      * process of one slot live side by side, each under its own limit. */
-    snprintf(name, sizeof(name), "w%d-%u", w->id, w->generation);
+    if (w->id == CR_SPARE_ID) /* a spare's own group, kept when it is promoted */
+        snprintf(name, sizeof(name), "s%u", w->generation);
+    else
+        snprintf(name, sizeof(name), "w%d-%u", w->id, w->generation);
     char *rel = join(cr_cgroup_rel(sup->cg_workers), name);
     if (!rel)
         return -ENOMEM;
@@ -306,7 +313,9 @@ int cr_cg_worker_create(struct cr_worker *w)
 int cr_cg_attach_cb(void *userdata, pid_t pid)
 {
     struct cr_worker *w = userdata;
-    return w->cg ? cr_cgroup_attach(w->cg, pid) : 0;
+    int r = w->cg ? cr_cgroup_attach(w->cg, pid) : 0;
+    /* A v1 spare is frozen through a group of the freezer hierarchy. */
+    return r < 0 || !w->freezer ? r : cr_freezer_attach(w->freezer, pid);
 }
 
 static struct cr_oom_delta to_delta(const struct cr_cgroup_events *e)

@@ -90,6 +90,7 @@ static const struct opt opts[] = {
     {"max-requests", 0, OPT_U64, OFF(max_requests), 0, 1000000000000000ull, true, "N", "recycle a worker after N requests; 0 = never"},
     {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
+    {"spares", 0, OPT_UINT, OFF(spares), 0, 64, true, "N", "warm spares kept ready and frozen; one takes a dead worker's slot at once (default 0; not with reuseport)"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
     {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
     {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
@@ -656,6 +657,11 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
         return fail(err, errlen, "--memory-high must be below --memory-max");
     if (cfg->hang_timeout_ms && cfg->watchdog_ms && cfg->hang_timeout_ms < cfg->watchdog_ms)
         return fail(err, errlen, "--hang-timeout must not be shorter than --watchdog");
+    /* With reuseport the kernel hashes connections onto every socket of
+     * the group, a frozen spare's too, where they would wait unanswered. */
+    if (cfg->spares && cfg->balance == CR_BALANCE_REUSEPORT)
+        return fail(err, errlen, "--spares needs --balance shared: with reuseport a frozen "
+                                 "spare's own socket would be handed connections it cannot accept");
     if (cfg->backoff_max_ms < cfg->backoff_initial_ms)
         return fail(err, errlen, "--backoff-max must be at least --backoff-initial");
     return 0;

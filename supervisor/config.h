@@ -78,6 +78,7 @@ struct cr_config {
     uint64_t max_requests_jitter;
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
+    unsigned spares;           /* warm spares kept started, ready and frozen */
 
     char *user;                /* workers run as this user (name or uid); NULL = corrald's */
     char *group;               /* ... and group; NULL = the user's primary group */

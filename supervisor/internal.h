@@ -25,6 +25,7 @@
 #include "ring.h"
 
 struct cr_cgroup;
+struct cr_freezer;
 struct cr_history;
 struct cr_control;
 struct cr_trend_ring;
@@ -32,6 +33,9 @@ struct cr_wio;
 struct cr_io_sink;
 
 #define CR_STDERR_TAIL 4096
+
+/* A warm spare has no slot: its id is 0 until a promotion gives it one. */
+#define CR_SPARE_ID 0
 
 struct cr_worker {
     struct cr_supervisor *sup;
@@ -61,6 +65,7 @@ struct cr_worker {
     struct cr_notify_stream nstream;
 
     struct cr_cgroup *cg;
+    struct cr_freezer *freezer;     /* a spare's freezer group (v1: its own; v2: cg's) */
     unsigned oom_events;            /* OOM events seen this generation */
     struct cr_cgroup_events seen;   /* counters at the last OOM-watch wake-up */
     struct cr_oom_delta own0, anc0; /* counters at spawn */
@@ -159,6 +164,14 @@ struct cr_supervisor {
 
     struct cr_history *history;
     unsigned deaths_by_category[_CR_DEATH_MAX];
+
+    /* Warm spares (workers with id CR_SPARE_ID in the spare states). */
+    int freezer_kind;             /* enum cr_freezer_kind; NONE: SIGSTOP */
+    char *freezer_base;           /* v1: <own freezer group>/corral-<pid>, made and removed here */
+    struct cr_restart_state spare_restart; /* spares that died on their own, throttled */
+    uint64_t spare_not_before;    /* loop ms: no new spare before (a spare just died) */
+    uv_timer_t spare_timer;       /* starts the next spare once spare_not_before passed */
+    unsigned promotions;
 
 
     unsigned long orphans_reaped; /* re-parented descendants of workers, reaped */

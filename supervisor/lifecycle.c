@@ -10,6 +10,7 @@
 static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     [CR_WS_NEW] = {
         [CR_WE_START] = T(STARTING, SPAWN),
+        [CR_WE_START_SPARE] = T(SPARE_STARTING, SPAWN),
         [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_STARTING] = {
@@ -58,6 +59,27 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_GONE] = {0},
+    [CR_WS_SPARE_STARTING] = {
+        [CR_WE_READY] = T(FREEZING, FREEZE),
+        [CR_WE_SPOKE] = T(SPARE_STARTING, ANNOUNCE),
+        [CR_WE_DEADLINE] = T(SPARE_STARTING, STARTING_DEADLINE),
+        [CR_WE_START_TIMEOUT] = T(SPARE_STARTING, KILL_START_TIMEOUT),
+        [CR_WE_ASSUME_READY] = T(FREEZING, FREEZE),
+        [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+        [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
+    },
+    [CR_WS_FREEZING] = {
+        [CR_WE_FROZEN] = T(SPARE, BECOME_SPARE),
+        [CR_WE_DEADLINE] = T(FREEZING, POLL_FROZEN),
+        [CR_WE_DRAIN] = T(DRAINING, KILL_SPARE),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    [CR_WS_SPARE] = {
+        [CR_WE_PROMOTE] = T(READY, PROMOTE),
+        [CR_WE_DRAIN] = T(DRAINING, KILL_SPARE),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
 };
 
 const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e)
@@ -74,10 +96,12 @@ static const struct {
     bool process;
     bool terminal;
     bool unseen;
+    bool spawned; /* a spawn leads here */
+    bool spare;
     const char *deadline;
 } states[_CR_WS_MAX] = {
     [CR_WS_NEW] = {"new", .unseen = true},
-    [CR_WS_STARTING] = {"starting", .process = true,
+    [CR_WS_STARTING] = {"starting", .process = true, .spawned = true,
                         .deadline = "start timeout, or readiness assumed by --ready"},
     [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
     [CR_WS_BLOCKED] = {"blocked", .process = true, .deadline = "hang timeout"},
@@ -87,7 +111,22 @@ static const struct {
     [CR_WS_BACKOFF] = {"backoff", .deadline = "restart time"},
     [CR_WS_FAILED] = {"failed", .deadline = "slow retry"},
     [CR_WS_GONE] = {"gone", .terminal = true, .unseen = true},
+    [CR_WS_SPARE_STARTING] = {"spare-starting", .process = true, .spawned = true, .spare = true,
+                              .deadline = "start timeout, or readiness assumed by --ready"},
+    [CR_WS_FREEZING] = {"freezing", .process = true, .spare = true,
+                        .deadline = "look at the freezer again"},
+    [CR_WS_SPARE] = {"spare", .process = true, .spare = true},
 };
+
+bool cr_wstate_spawned(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].spawned;
+}
+
+bool cr_wstate_spare(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].spare;
+}
 
 bool cr_wstate_has_process(enum cr_wstate s)
 {
@@ -124,6 +163,9 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_START_TIMEOUT] = "start-timeout",
     [CR_WE_ASSUME_READY] = "assume-ready",
     [CR_WE_REPLACE] = "replace",
+    [CR_WE_START_SPARE] = "start-spare",
+    [CR_WE_FROZEN] = "frozen",
+    [CR_WE_PROMOTE] = "promote",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -147,6 +189,11 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_ANNOUNCE] = "announce",
     [CR_WA_ASSUME_READY] = "assume-ready",
     [CR_WA_LATE_READY] = "late-ready",
+    [CR_WA_FREEZE] = "freeze",
+    [CR_WA_POLL_FROZEN] = "poll-frozen",
+    [CR_WA_BECOME_SPARE] = "become-spare",
+    [CR_WA_PROMOTE] = "promote",
+    [CR_WA_KILL_SPARE] = "kill-spare",
 };
 
 const char *cr_wstate_to_string(enum cr_wstate s)

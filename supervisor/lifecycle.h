@@ -52,6 +52,9 @@ enum cr_wstate {
     CR_WS_BACKOFF,  /* waiting to restart; deadline = restart time */
     CR_WS_FAILED,   /* restart budget spent; deadline = slow retry */
     CR_WS_GONE,     /* retired: unlinked, freed once its timer closed (terminal) */
+    CR_WS_SPARE_STARTING, /* a warm spare, forked, waiting for READY=1; deadline = start timeout */
+    CR_WS_FREEZING, /* a ready spare being frozen; deadline = the next look at the freezer */
+    CR_WS_SPARE,    /* a frozen warm spare: holds the socket, never runs, not capacity */
     _CR_WS_MAX,
 };
 
@@ -72,6 +75,9 @@ enum cr_wevent {
     CR_WE_START_TIMEOUT,  /* the starting deadline, where readiness is announced */
     CR_WE_ASSUME_READY,   /* the starting deadline, where the mode assumes readiness */
     CR_WE_REPLACE,      /* the restart policy: the worker had served; at once, not counted */
+    CR_WE_START_SPARE,  /* spawn a new warm spare now */
+    CR_WE_FROZEN,       /* the freezer says the spare is frozen */
+    CR_WE_PROMOTE,      /* a slot's worker died: this spare takes its slot */
     _CR_WE_MAX,
 };
 
@@ -96,6 +102,11 @@ enum cr_waction {
     CR_WA_ANNOUNCE,           /* it speaks: wait for READY=1, under the start timeout */
     CR_WA_ASSUME_READY,       /* ready by its mode, not by READY=1 (`unannounced`) */
     CR_WA_LATE_READY,         /* READY=1 after readiness was assumed: announced after all */
+    CR_WA_FREEZE,             /* freeze the ready spare; → FROZEN, or arm a look at the freezer */
+    CR_WA_POLL_FROZEN,        /* look at the freezer again; → FROZEN, or SIGKILL if it never does */
+    CR_WA_BECOME_SPARE,       /* log and report "spare" */
+    CR_WA_PROMOTE,            /* thaw; the spare serves its new slot at once */
+    CR_WA_KILL_SPARE,         /* SIGKILL, then thaw (a frozen task dies only once thawed) */
     _CR_WA_MAX,
 };
 
@@ -109,6 +120,10 @@ const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e
 
 /* True while a process exists for the worker. */
 bool cr_wstate_has_process(enum cr_wstate s);
+/* True for the states a spawn may lead to (a worker or a spare starting). */
+bool cr_wstate_spawned(enum cr_wstate s);
+/* True for the states of a warm spare (not capacity, not sampled). */
+bool cr_wstate_spare(enum cr_wstate s);
 /* True for the state nothing leaves (a retired worker). */
 bool cr_wstate_terminal(enum cr_wstate s);
 /* True for states no one outside the table can observe a worker in: a

@@ -98,7 +98,10 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
 static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
 {
     struct cr_supervisor *sup = w->sup;
-    if (!w->pid || !w->io || !cr_wstate_has_process(w->state) || w->exec_errno)
+    /* A spare is not sampled: frozen, it has nothing to say (and reading
+     * a frozen group's files would only cost corrald time). */
+    if (!w->pid || !w->io || !cr_wstate_has_process(w->state) || w->exec_errno ||
+        cr_wstate_spare(w->state))
         return;
     if (!w->samples && cr_trend_ring_new(sup->cfg.sample_ring, &w->samples) < 0)
         return;

@@ -87,7 +87,8 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
         return -1;
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
         cr_view_worker(w, &ret->v[ret->n]);
-        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces)
+        /* Spares (id 0, not sampled) are counted by state, not listed. */
+        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0)
             ret->n++;
     }
     return 0;
@@ -108,6 +109,11 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
                 cr_supervisor_count_state(sup, (enum cr_wstate)s));
     cr_prom_family(b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
     cr_prom_printf(b, "corral_workers_target %u\n", v.target);
+    cr_prom_family(b, "corral_spares_target", "gauge", "Warm spares corrald keeps frozen (--spares).");
+    cr_prom_printf(b, "corral_spares_target %u\n", v.spares_target);
+    cr_prom_family(b, "corral_spare_promotions_total", "counter",
+                   "Spares thawed to take a dead worker's slot.");
+    cr_prom_printf(b, "corral_spare_promotions_total %u\n", v.promotions);
     cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
         cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",

@@ -17,6 +17,7 @@
 
 #include "cgsetup.h"
 #include "cr_config.h"
+#include "freeze.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
@@ -49,7 +50,7 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     sup->cfg.workers = n;
     unsigned have = 0;
     for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (!w->retire_on_exit && !w->replaces)
+        if (!w->retire_on_exit && !w->replaces && w->id != CR_SPARE_ID)
             have++;
     while (have < n) {
         struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup));
@@ -62,7 +63,8 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     while (have > n) {
         struct cr_worker *top = NULL;
         for (struct cr_worker *w = sup->workers; w; w = w->next)
-            if (!w->retire_on_exit && !w->replaces && (!top || w->id > top->id))
+            if (!w->retire_on_exit && !w->replaces && w->id != CR_SPARE_ID &&
+                (!top || w->id > top->id))
                 top = w;
         if (!top)
             break;
@@ -81,7 +83,7 @@ int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why)
         return -ESHUTDOWN;
     bool any = false;
     for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if ((id && w->id != id) || w->retire_on_exit || w->replaces)
+        if ((id && w->id != id) || w->retire_on_exit || w->replaces || w->id == CR_SPARE_ID)
             continue;
         any = true;
         if (w->state == CR_WS_BACKOFF || w->state == CR_WS_FAILED)
@@ -102,6 +104,14 @@ void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
                                                   .phase = CR_RELOAD_STARTED, .reason = why});
     cr_log(CR_LOG_NOTICE, "reload (%s): rolling replacement of every worker", why);
     cr_supervisor_restart(sup, 0, why);
+    /* Spares are replaced too, at once: they serve nothing, and a spare of
+     * the old program must not be promoted after the reload. */
+    for (struct cr_worker *w = sup->workers, *next; w; w = next) {
+        next = w->next;
+        if (w->id == CR_SPARE_ID && !w->retire_on_exit)
+            cr_worker_drain(w, CR_KILL_RECYCLE, why);
+    }
+    cr_supervisor_pump_spares(sup);
     cr_supervisor_pump_recycles(sup);
 }
 
@@ -130,6 +140,8 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
         return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers : sup->target);
     if (strncmp(key, "memory-", 7) == 0)
         cr_cg_apply_limits(sup);
+    if (strcmp(key, "spares") == 0)
+        cr_supervisor_pump_spares(sup);
     /* The rest (log level, sample interval) belongs to whoever subscribed. */
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_CONFIG, .key = key,
                                                   .value = value, .config = &sup->cfg});
@@ -190,7 +202,8 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
     uv_timer_init(loop, &sup->cg_trash_timer);
     uv_timer_init(loop, &sup->finish_timer);
-    sup->cg_trash_timer.data = sup->finish_timer.data = sup;
+    uv_timer_init(loop, &sup->spare_timer);
+    sup->cg_trash_timer.data = sup->finish_timer.data = sup->spare_timer.data = sup;
 }
 
 int cr_supervisor_open(struct cr_supervisor *sup)
@@ -209,7 +222,10 @@ int cr_supervisor_open(struct cr_supervisor *sup)
         cr_log(CR_LOG_ERR, "cannot open the worker notify socket: %s", strerror(-r));
         return r;
     }
-    return cr_cg_setup(sup);
+    if ((r = cr_cg_setup(sup)) < 0)
+        return r;
+    cr_freeze_setup(sup);
+    return 0;
 }
 
 int cr_supervisor_spawn_all(struct cr_supervisor *sup)
@@ -228,12 +244,14 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
                        w->exec_errno == ENOEXEC))
             return -ECANCELED;
     }
+    cr_supervisor_pump_spares(sup); /* after the workers: capacity first */
     cr_supervisor_table_changed(sup);
     return 0;
 }
 
 void cr_supervisor_done(struct cr_supervisor *sup)
 {
+    cr_freeze_teardown(sup);
     cr_cg_done(sup);
     cr_io_notify_close(sup);
     cr_listen_close(&sup->listener);

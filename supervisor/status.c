@@ -113,6 +113,12 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     cJSON_AddStringToObject(s, "state", v.stopping ? "stopping" : v.reloading ? "reloading" : "running");
     num(s, "workers_target", v.target);
     num(s, "workers_ready", v.ready);
+    cJSON *sp = cJSON_AddObjectToObject(s, "spares");
+    num(sp, "target", v.spares_target);
+    num(sp, "frozen", v.spares_frozen);
+    num(sp, "starting", v.spares_starting);
+    num(sp, "promotions", v.promotions);
+    cJSON_AddStringToObject(sp, "freezer", v.freezer);
     cJSON *l = cJSON_AddArrayToObject(s, "listen");
     cJSON *a = cJSON_CreateObject();
     cJSON_AddStringToObject(a, "address", v.listener->addr);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cgsetup.h"
+#include "freeze.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
@@ -46,6 +47,26 @@ static void clear_deadline(struct cr_worker *w)
     uv_timer_stop(&w->deadline);
 }
 
+/* Keep the list ordered by id, replacements after the worker they replace
+ * (spares, id 0, first). */
+static void link_by_id(struct cr_supervisor *sup, struct cr_worker *w)
+{
+    struct cr_worker **pp = &sup->workers;
+    while (*pp && (*pp)->id <= w->id)
+        pp = &(*pp)->next;
+    w->next = *pp;
+    *pp = w;
+}
+
+static void unlink_worker(struct cr_worker *w)
+{
+    for (struct cr_worker **pp = &w->sup->workers; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+}
+
 struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
 {
     struct cr_worker *w = calloc(1, sizeof(*w));
@@ -55,12 +76,7 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
     w->id = id; /* state CR_WS_NEW: calloc's zero */
     uv_timer_init(sup->loop, &w->deadline);
     w->deadline.data = w;
-    /* Keep the list ordered by id, replacements after the worker they replace. */
-    struct cr_worker **pp = &sup->workers;
-    while (*pp && (*pp)->id <= id)
-        pp = &(*pp)->next;
-    w->next = *pp;
-    *pp = w;
+    link_by_id(sup, w);
     return w;
 }
 
@@ -74,11 +90,7 @@ static void worker_freed(uv_handle_t *h)
 static void worker_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    for (struct cr_worker **pp = &sup->workers; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            break;
-        }
+    unlink_worker(w);
     if (w->replaces)
         w->replaces->replaced_by = NULL;
     if (w->replaced_by)
@@ -469,12 +481,218 @@ static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptim
                  "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
 }
 
-/* Classifies and records the death, then decides what follows it. */
-static enum cr_wevent act_reap(struct cr_worker *w)
+/* ---- warm spares -------------------------------------------------------- */
+
+static unsigned spares_kept(const struct cr_supervisor *sup)
+{
+    unsigned n = 0;
+    for (const struct cr_worker *w = sup->workers; w; w = w->next)
+        n += w->id == CR_SPARE_ID && !w->retire_on_exit;
+    return n;
+}
+
+static void spare_timer(uv_timer_t *t)
+{
+    cr_supervisor_pump_spares(t->data);
+}
+
+void cr_supervisor_pump_spares(struct cr_supervisor *sup)
+{
+    if (sup->stopping)
+        return;
+    while (spares_kept(sup) > sup->cfg.spares) { /* `set spares` lowered: newest first */
+        struct cr_worker *last = NULL;
+        for (struct cr_worker *w = sup->workers; w; w = w->next)
+            if (w->id == CR_SPARE_ID && !w->retire_on_exit)
+                last = w;
+        cr_worker_drain(last, CR_KILL_STOP, "fewer spares");
+    }
+    uint64_t now = cr_now_ms(sup);
+    /* Counted afresh each turn: a spawn that fails removes its worker (and
+     * pushes spare_not_before on) from inside this loop. */
+    while (spares_kept(sup) < sup->cfg.spares && now >= sup->spare_not_before) {
+        struct cr_worker *w = cr_worker_new(sup, CR_SPARE_ID);
+        if (!w)
+            return;
+        cr_worker_event(w, CR_WE_START_SPARE);
+    }
+    if (spares_kept(sup) < sup->cfg.spares && now < sup->spare_not_before &&
+        sup->spare_timer.type != UV_UNKNOWN_HANDLE &&
+        !uv_is_active((uv_handle_t *)&sup->spare_timer))
+        uv_timer_start(&sup->spare_timer, spare_timer, sup->spare_not_before - now, 0);
+}
+
+/* A spare that died or could not be made or frozen, on its own: the next
+ * one waits as a restart after a crash would, so a broken program does not
+ * respawn in a storm. */
+static void spare_failed(struct cr_supervisor *sup, uint64_t uptime)
+{
+    uint64_t now = cr_now_ms(sup);
+    struct cr_restart_policy p = restart_policy(sup);
+    struct cr_restart_decision d =
+        cr_restart_decide(&p, &sup->spare_restart, now, &(struct cr_life){.uptime_ms = uptime});
+    sup->spare_not_before = now + d.delay_ms;
+    if (d.delay_ms)
+        cr_log(CR_LOG_WARNING, "a spare died before it was needed; the next spare in %llu ms",
+               (unsigned long long)d.delay_ms);
+}
+
+/* A slot's worker died and will be restarted: a frozen spare takes the slot
+ * (its id, its restart record and counters) and is thawed at once; the dead
+ * worker retires. False when no spare is frozen. */
+static bool promote_spare(struct cr_worker *dead)
+{
+    struct cr_worker *s = dead->sup->workers;
+    while (s && !(s->state == CR_WS_SPARE && !s->retire_on_exit))
+        s = s->next;
+    if (!s)
+        return false;
+    unlink_worker(s);
+    s->id = dead->id;
+    link_by_id(dead->sup, s);
+    s->restart = dead->restart;
+    s->restarts = dead->restarts;
+    s->oom_kills = dead->oom_kills;
+    memcpy(s->last_death, dead->last_death, sizeof(s->last_death));
+    memcpy(s->last_death_reason, dead->last_death_reason, sizeof(s->last_death_reason));
+    dead->sup->promotions++;
+    cr_worker_event(s, CR_WE_PROMOTE);
+    return true;
+}
+
+#define FREEZE_TIMEOUT_MS 2000
+#define SPARE_AFTER_PROMOTION_MS 500
+
+/* SIGKILL for a spare that cannot be frozen or thawed, outside the kill
+ * ledger's stop reasons: it died on corrald's word, and is replaced. */
+static void kill_spare_now(struct cr_worker *w, const char *why)
+{
+    cr_log_event(CR_LOG_ERR, "spare-failed", w->id, w->pid, NULL, "worker %d (pid %d): %s: SIGKILL",
+                 w->id, (int)w->pid, why);
+    cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, why);
+    cr_freeze_set(w, false);
+}
+
+static enum cr_wevent act_poll_frozen(struct cr_worker *w)
+{
+    int r = cr_freeze_done(w);
+    if (r == 1)
+        return CR_WE_FROZEN;
+    if (r < 0 || cr_now_ms(w->sup) - w->ready_at > FREEZE_TIMEOUT_MS)
+        kill_spare_now(w, r < 0 ? "cannot read its freezer state" : "not frozen in time");
+    else
+        cr_worker_set_deadline(w, 1);
+    return NOTHING;
+}
+
+static enum cr_wevent act_freeze(struct cr_worker *w)
+{
+    w->ready_at = cr_now_ms(w->sup);
+    int r = cr_freeze_set(w, true);
+    if (r < 0) {
+        kill_spare_now(w, "cannot freeze it");
+        return NOTHING;
+    }
+    return act_poll_frozen(w);
+}
+
+static enum cr_wevent act_become_spare(struct cr_worker *w)
+{
+    clear_deadline(w);
+    cr_log_event(CR_LOG_INFO, "spare", w->id, w->pid, NULL,
+                 "spare s%u ready and frozen (%s): pid %d after %llu ms", w->generation,
+                 cr_freeze_method(w->sup), (int)w->pid,
+                 (unsigned long long)(cr_now_ms(w->sup) - w->spawned_at));
+    publish_state(w, "spare", NULL);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_promote(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    uint64_t now = cr_now_ms(sup);
-    clear_deadline(w);
+    int r = cr_freeze_set(w, false);
+    if (r < 0) {
+        /* Frozen for good: its death restarts the slot the ordinary way. */
+        kill_spare_now(w, "cannot thaw it");
+        return NOTHING;
+    }
+    w->ready_at = cr_now_ms(sup);
+    cr_log_event(CR_LOG_NOTICE, "promoted", w->id, w->pid, NULL,
+                 "worker %d: spare s%u (pid %d) thawed and serving", w->id, w->generation,
+                 (int)w->pid);
+    publish_state(w, "ready", "promoted spare");
+    arm_watchdog(w);
+    cr_supervisor_table_changed(sup);
+    /* The next spare starts in the background, a moment later: a runtime's
+     * start-up (Node: ~1 s of CPU) would otherwise compete for the cores
+     * with the heir's first requests. */
+    if (sup->spare_not_before < w->ready_at + SPARE_AFTER_PROMOTION_MS)
+        sup->spare_not_before = w->ready_at + SPARE_AFTER_PROMOTION_MS;
+    cr_supervisor_pump_spares(sup);
+    return NOTHING;
+}
+
+/* A frozen task cannot run a SIGTERM handler: a spare holds no request, so
+ * it is killed outright and thawed so that the kill lands (v1). */
+static enum cr_wevent act_kill_spare(struct cr_worker *w)
+{
+    enum cr_kill_reason why = w->kill_reason != CR_KILL_NONE ? w->kill_reason : CR_KILL_STOP;
+    publish_state(w, "draining", cr_kill_reason_to_string(why));
+    cr_worker_signal(w, SIGKILL, why, NULL);
+    cr_freeze_set(w, false);
+    cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+/* The restart policy's word on a death of a slot's worker. */
+static void decide(struct cr_worker *w, uint64_t now, const struct cr_life *life,
+                   bool exec_failed)
+{
+    struct cr_restart_policy p = restart_policy(w->sup);
+    /* Nothing will change by retrying fast when the program is not there. */
+    w->decision = exec_failed ? cr_restart_fail(&p, &w->restart, false)
+                              : cr_restart_decide(&p, &w->restart, now, life);
+    w->restarts++;
+}
+
+/* The policy's answers that start the slot again (and so may promote). */
+static bool restarts(enum cr_wevent e)
+{
+    return e == CR_WE_RESTART || e == CR_WE_REPLACE;
+}
+
+/* Before the post-mortem (which reads cgroup and /proc files): a slot that
+ * goes on, with a frozen spare, is handed to the spare at once, so that it
+ * serves while corrald classifies. "Planned" comes from the kill ledger, as
+ * the post-mortem's own answer does; a crash loop keeps its spare frozen.
+ * Returns the heir, or NULL (decided tells whether the policy was asked). */
+static struct cr_worker *promote_early(struct cr_worker *w, uint64_t now, bool *decided)
+{
+    struct cr_worker *s = w->sup->workers;
+    while (s && !(s->state == CR_WS_SPARE && !s->retire_on_exit))
+        s = s->next;
+    *decided = false;
+    if (!s || w->id == CR_SPARE_ID || w->retire_on_exit || w->sup->stopping || w->replaced_by ||
+        w->replaces || w->exec_errno)
+        return NULL;
+    struct cr_life life = {
+        .uptime_ms = now - w->spawned_at,
+        .ready = w->ready_at != 0,
+        .served_ms = w->ready_at ? now - w->ready_at : 0,
+        .planned = w->kill_reason == CR_KILL_STOP || w->kill_reason == CR_KILL_RECYCLE,
+    };
+    decide(w, now, &life, false);
+    *decided = true;
+    return restarts(w->decision.event) && promote_spare(w) ? cr_supervisor_worker(w->sup, w->id)
+                                                            : NULL;
+}
+
+/* Classifies the death and records it: history, counters, the event. */
+static struct cr_postmortem *record_death(struct cr_worker *w, uint64_t now)
+{
+    struct cr_supervisor *sup = w->sup;
     struct cr_postmortem *pm = cr_worker_postmortem(w, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
@@ -489,6 +707,18 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
+    return pm;
+}
+
+/* Classifies and records the death, then decides what follows it. */
+static enum cr_wevent act_reap(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    uint64_t now = cr_now_ms(sup);
+    clear_deadline(w);
+    bool decided;
+    struct cr_worker *heir = promote_early(w, now, &decided);
+    struct cr_postmortem *pm = record_death(w, now);
     bool exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
     struct cr_life life = {
         .uptime_ms = (uint64_t)pm->uptime_ms,
@@ -498,11 +728,23 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     };
     free(pm);
 
+    cr_freeze_release(w);
     cr_cg_worker_release(w);
     w->pid = 0;
     w->recycle_queued = false; /* a recycle asked of this process died with it */
 
     /* What follows the death. */
+    if (heir) { /* the spare took the slot before the post-mortem was read */
+        heir->oom_kills = w->oom_kills;
+        memcpy(heir->last_death, w->last_death, sizeof(heir->last_death));
+        memcpy(heir->last_death_reason, w->last_death_reason, sizeof(heir->last_death_reason));
+        return CR_WE_RETIRE;
+    }
+    if (w->id == CR_SPARE_ID) {
+        if (!w->retire_on_exit && !sup->stopping)
+            spare_failed(sup, life.uptime_ms);
+        return CR_WE_RETIRE;
+    }
     if (w->retire_on_exit || sup->stopping)
         return CR_WE_RETIRE;
     if (w->replaced_by) {
@@ -517,11 +759,11 @@ static enum cr_wevent act_reap(struct cr_worker *w)
         replacement_failed(w, now, life.uptime_ms);
         return CR_WE_RETIRE;
     }
-    struct cr_restart_policy p = restart_policy(sup);
-    /* Nothing will change by retrying fast when the program is not there. */
-    w->decision = exec_failed ? cr_restart_fail(&p, &w->restart, false)
-                              : cr_restart_decide(&p, &w->restart, now, &life);
-    w->restarts++;
+    if (!decided)
+        decide(w, now, &life, exec_failed);
+    /* A frozen spare takes the slot now; the dead worker retires. */
+    if (restarts(w->decision.event) && promote_spare(w))
+        return CR_WE_RETIRE;
     return w->decision.event;
 }
 
@@ -557,6 +799,10 @@ static enum cr_wevent act_spawn_failed(struct cr_worker *w)
 {
     if (w->replaces)
         return CR_WE_RETIRE;
+    if (w->id == CR_SPARE_ID) {
+        spare_failed(w->sup, 0);
+        return CR_WE_RETIRE;
+    }
     struct cr_restart_policy p = restart_policy(w->sup);
     w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), &(struct cr_life){0});
     return w->decision.event;
@@ -591,6 +837,7 @@ static enum cr_wevent act_remove(struct cr_worker *w)
     worker_remove(w);
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
+    cr_supervisor_pump_spares(sup);
     return NOTHING;
 }
 
@@ -614,6 +861,11 @@ static const action_fn actions[_CR_WA_MAX] = {
     [CR_WA_ARM_RESTART] = act_arm_restart,
     [CR_WA_MARK_FAILED] = act_mark_failed,
     [CR_WA_REMOVE] = act_remove,
+    [CR_WA_FREEZE] = act_freeze,
+    [CR_WA_POLL_FROZEN] = act_poll_frozen,
+    [CR_WA_BECOME_SPARE] = act_become_spare,
+    [CR_WA_PROMOTE] = act_promote,
+    [CR_WA_KILL_SPARE] = act_kill_spare,
     [CR_WA_STARTING_DEADLINE] = act_starting_deadline,
     [CR_WA_ANNOUNCE] = act_announce,
     [CR_WA_ASSUME_READY] = act_assume_ready,
@@ -659,7 +911,7 @@ static void finish_stop(uv_timer_t *t)
     /* The outputs and the other inputs close theirs. */
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_FINISHED});
     uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->cg_trash_timer,
-                         (uv_handle_t *)&sup->finish_timer};
+                         (uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spare_timer};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
             uv_close(hs[i], close_cb_noop);

@@ -55,6 +55,9 @@ void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
 void cr_worker_start(struct cr_worker *w);
 /* Starts queued replacements up to --recycle-parallel; ends a reload. */
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
+/* Starts warm spares up to --spares (throttled after spares died on their
+ * own), or drains the newest past it; nothing while stopping. */
+void cr_supervisor_pump_spares(struct cr_supervisor *sup);
 /* Once stopping and empty, closes the core and publishes CR_EV_FINISHED
  * from the next loop turn. */
 void cr_supervisor_maybe_finish(struct cr_supervisor *sup);

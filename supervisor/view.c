@@ -125,5 +125,13 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .deaths_by_category = sup->deaths_by_category,
         .config = &sup->cfg,
         .worker_path = sup->worker_path,
+        .spares_target = sup->cfg.spares,
+        .spares_frozen = cr_supervisor_count_state(sup, CR_WS_SPARE),
+        .spares_starting = cr_supervisor_count_state(sup, CR_WS_SPARE_STARTING) +
+                           cr_supervisor_count_state(sup, CR_WS_FREEZING),
+        .promotions = sup->promotions,
+        .freezer = sup->freezer_kind == CR_FREEZER_NONE
+                       ? "SIGSTOP"
+                       : cr_freezer_kind_to_string((enum cr_freezer_kind)sup->freezer_kind),
     };
 }

@@ -75,6 +75,9 @@ struct cr_supervisor_view {
     const unsigned *deaths_by_category; /* _CR_DEATH_MAX counts */
     const struct cr_config *config;
     const char *worker_path;
+    unsigned spares_target, spares_frozen, spares_starting; /* starting: forked or freezing */
+    unsigned promotions;   /* spares that took a dead worker's slot */
+    const char *freezer;   /* how spares are frozen: "cgroup.freeze", "v1-freezer", "SIGSTOP" */
 };
 
 void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret);

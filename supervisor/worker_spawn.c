@@ -18,6 +18,7 @@
 
 #include "cgsetup.h"
 #include "cr_config.h"
+#include "freeze.h"
 #include "internal.h"
 #include "log.h"
 #include "node_agent.h"
@@ -131,6 +132,8 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     r = r ?: strv_add(env, strdup("CORRAL_NOTIFY_FD=4"));
     r = r ?: strv_add(env, fmt("CORRAL_WORKER_ID=%d", w->id));
     r = r ?: strv_add(env, fmt("CORRAL_GENERATION=%u", w->generation));
+    if (w->id == CR_SPARE_ID) /* see docs/architecture.md, "Warm spares" */
+        r = r ?: strv_add(env, strdup("CORRAL_SPARE=1"));
     if (c->memory_max)
         r = r ?: strv_add(env, fmt("CORRAL_MEMORY_MAX=%llu", (unsigned long long)c->memory_max));
     if (cr_cg_heap_limit(sup))
@@ -251,6 +254,7 @@ static int adopt(struct cr_worker *w, const struct cr_spawn_result *res, const c
         kill(res->pid, SIGKILL);
         waitpid(res->pid, NULL, 0);
         w->pid = 0;
+        cr_freeze_release(w);
         cr_cg_worker_release(w);
         return r;
     }
@@ -290,6 +294,10 @@ int cr_worker_spawn(struct cr_worker *w)
         goto out;
     if (sup->cgroups && (r = cr_cg_worker_create(w)) < 0)
         goto out;
+    if (w->id == CR_SPARE_ID && (r = cr_freeze_prepare(w)) < 0) {
+        cr_cg_worker_release(w);
+        goto out;
+    }
     cr_cg_worker_baseline(w);
 
     struct cr_spawn_opts o = {
@@ -300,6 +308,7 @@ int cr_worker_spawn(struct cr_worker *w)
     };
     struct cr_spawn_result res;
     if ((r = cr_spawn(&o, &res)) < 0) {
+        cr_freeze_release(w);
         cr_cg_worker_release(w);
         goto out;
     }

@@ -121,6 +121,47 @@ def s_restart(t):
             f'and it is lost (see "requests lost").')
 
 
+def s_restart_spares(t):
+    def cell(server, worker, col):
+        for r in t[1:]:
+            if r[0] == server and r[1] == worker:
+                try:
+                    return float(r[t[0].index(col)])
+                except ValueError:
+                    return float('nan')
+        return float('nan')
+    out = []
+    for w in ('reference', 'node'):
+        s = cell('corral N=1 --spares 1', w, 'median ms')
+        n = cell('corral N=1', w, 'median ms')
+        out.append(f'{w} worker: {s:.1f} ms median with a spare, {n:.1f} ms without '
+                   f'(target ≤ 5 ms with a spare: {verdict(s <= 5)})')
+    return ('; '.join(out) + '. The spare is thawed before corrald reads the post-mortem; what '
+            'remains is corrald noticing the death (pidfd), the thaw, and the heir\'s own first '
+            'request — for Node a cold handler in a process that never served, which on this '
+            'shared, loaded 2-core machine is where most of the time goes (see the load average '
+            'above). PM2 and Node cluster lose requests because the socket dies with the worker '
+            '(fork mode) or the primary routes to the dead worker (rr); corral holds the socket.')
+
+
+def s_scale(t):
+    row = {r[0]: r for r in t[1:]}
+    cg = row.get('256 workers, cgroups')
+    if not cg:
+        return ''
+    st, cpu, rss = float(cg[5]), float(cg[3]), float(cg[4])
+    return (f'256 workers with cgroups: `status` {st:.1f} ms median (target ≤ 5 ms: '
+            f'{verdict(st <= 5)}), idle CPU {cpu:.1f} % (target ≤ 1 %: {verdict(cpu <= 1)}), '
+            f'RSS {rss:.1f} MiB (target ≤ 8 MiB: {verdict(rss <= 8)}). Not met, and not worked on '
+            f'in this round (the warm spares took it): `status` already reads no file (it '
+            f'serialises what the last sample and report left in memory), so what it costs is '
+            f'building and printing about 190 KiB of JSON with cJSON, on a machine whose load '
+            f'average was about 20 during the sitting; the idle CPU is the 250 ms sampling of '
+            f'256 workers\' /proc and cgroup files plus their heartbeats. Next steps: cache the '
+            f'printed worker objects between samples, sample in a spread-out round, shrink the '
+            f'per-worker state.')
+
+
 def s_idle(t):
     return ('corrald\'s idle CPU is the cost of reading every worker\'s heartbeat and sampling its '
             'memory; `status` serialises every worker, so its round trip grows with the count.')
@@ -214,9 +255,25 @@ SUITES = [
      'second and in CPU time per request, and what did removing per-request work change?',
      [('hotpath.csv', s_hotpath), ('profile-before.csv', s_profile_before),
       ('profile-after.csv', s_profile_after)], []),
+    ('11. Restart with warm spares', 'restart',
+     'kill -9 a worker: how long until a /light is answered by its replacement, for corral '
+     'without and with a frozen warm spare, Node cluster and PM2, for the reference worker and '
+     'for a Node worker, and how many requests are lost?',
+     [('restart-spares.csv', s_restart_spares), ('scale.csv', s_scale)], []),
 ]
 
 NOTES = {
+    'restart': (
+        'One sitting, 20 kills per row. corrald runs 1 worker with `--backoff-initial 1ms '
+        '--backoff-max 1ms --crash-budget 64`, with and without `--spares 1` (v1 here would need '
+        'cgroups; the bench runs `--no-cgroups`, so spares are stopped with SIGSTOP); the Node '
+        'worker is examples/node/server.js. Node cluster runs 2 rr workers (it cannot run the C '
+        'worker); PM2 5 (installed by the suite from npm into the bench build directory) runs the '
+        'Node worker in cluster mode with 2 instances and the C worker in fork mode (it binds the '
+        'port itself), `min_uptime 100, max_restarts 1000`. A probe is a fresh connection with a '
+        '250 ms timeout; an error or timeout is a lost request, retried after 2 ms. With a spare, '
+        'the suite checks that the answer comes from the process that was the frozen spare. '
+        'The scale table is `bench/run scale`, run right after in its own sitting (2026-12-01 06:35 UTC, load average 18).'),
     'hotpath': (
         'Commands: `CORRAL_BENCH_BEFORE=/tmp/before/b/worker/corral-worker '
         'CORRAL_BENCH_BEFORE_LABEL=9b807f2 bench/run hotpath` (the old build as in section 9), '

@@ -144,6 +144,11 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *s)
             c(st, BOLD), ctl_str(s, "version"), rs(st), ctl_num(s, "pid"), up,
             ctl_str(s, "state"), ctl_num(s, "workers_ready"), ctl_num(s, "workers_target"),
             ctl_str(l, "address"), ctl_str(l, "balance"), ctl_str(cg, "layout"));
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s, "spares");
+    if (sp && ctl_num(sp, "target") > 0)
+        fprintf(f, "spares: %.0f/%.0f frozen (%s), %.0f starting, %.0f promoted\n",
+                ctl_num(sp, "frozen"), ctl_num(sp, "target"), ctl_str(sp, "freezer"),
+                ctl_num(sp, "starting"), ctl_num(sp, "promotions"));
     fputs("deaths:", f);
     int any = 0;
     const cJSON *d;

@@ -59,8 +59,8 @@ static void test_no_cell_loses_or_invents_a_process(void **state)
             fail_msg("%s × %s → %s drops a live process", S(s), E(e), S(t->next));
         if (!before && after && t->action != CR_WA_SPAWN)
             fail_msg("%s × %s → %s makes a process without spawning", S(s), E(e), S(t->next));
-        if (t->action == CR_WA_SPAWN && t->next != CR_WS_STARTING)
-            fail_msg("%s × %s spawns into %s, not starting", S(s), E(e), S(t->next));
+        if (t->action == CR_WA_SPAWN && !cr_wstate_spawned(t->next))
+            fail_msg("%s × %s spawns into %s, not a starting state", S(s), E(e), S(t->next));
         if ((e == CR_WE_SPAWN_FAILED) != (t->action == CR_WA_SPAWN_FAILED))
             fail_msg("%s × %s: a failed spawn and its action go together", S(s), E(e));
         if ((e == CR_WE_EXIT) != (t->action == CR_WA_REAP))
@@ -68,7 +68,7 @@ static void test_no_cell_loses_or_invents_a_process(void **state)
     }
     /* A failed spawn can only be heard where spawning leads. */
     EACH_STATE(s) {
-        if (s != CR_WS_STARTING && cr_lifecycle_step(s, CR_WE_SPAWN_FAILED))
+        if (!cr_wstate_spawned(s) && cr_lifecycle_step(s, CR_WE_SPAWN_FAILED))
             fail_msg("%s hears spawn-failed but spawning never leads there", S(s));
     }
 }
@@ -153,6 +153,33 @@ static void test_reachable_and_retirable(void **state)
     assert_int_equal(terminal, 1);
     assert_true(cr_wstate_terminal(CR_WS_GONE));
     assert_int_equal(CR_WS_NEW, 0);
+}
+
+/* Spares: a spare state is entered only from new (start-spare) or from
+ * another spare state, never from a serving one; it is left for serving
+ * only by promote (→ ready, thawing), and otherwise only toward death. A
+ * frozen spare cannot run a SIGTERM handler: its drain kills. */
+static void test_spares(void **state)
+{
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (!t)
+            continue;
+        if (cr_wstate_spare(t->next) && !cr_wstate_spare(s) && !(s == CR_WS_NEW && e == CR_WE_START_SPARE))
+            fail_msg("%s × %s enters spare state %s", S(s), E(e), S(t->next));
+        if (cr_wstate_spare(s) && !cr_wstate_spare(t->next) && t->next != CR_WS_EXITED &&
+            t->next != CR_WS_DRAINING && !(e == CR_WE_PROMOTE && t->next == CR_WS_READY))
+            fail_msg("%s × %s leaves the spares for %s", S(s), E(e), S(t->next));
+        if ((e == CR_WE_PROMOTE) != (t->action == CR_WA_PROMOTE) || (e == CR_WE_PROMOTE && s != CR_WS_SPARE))
+            fail_msg("%s × %s: only a frozen spare is promoted, by the promote action", S(s), E(e));
+        if (e == CR_WE_FROZEN && s != CR_WS_FREEZING)
+            fail_msg("%s hears frozen", S(s));
+    }
+    const struct cr_transition *d = cr_lifecycle_step(CR_WS_SPARE, CR_WE_DRAIN);
+    assert_non_null(d);
+    assert_int_equal(d->action, CR_WA_KILL_SPARE);
+    assert_false(cr_wstate_spare(CR_WS_READY));
+    assert_true(cr_wstate_spare(CR_WS_SPARE) && cr_wstate_has_process(CR_WS_SPARE));
 }
 
 /* Every state, event and action has a name; out-of-range values are safe. */
@@ -344,8 +371,11 @@ static void test_readiness_cells(void **state)
     assert_int_equal(step(CR_WS_STARTING, CR_WE_READY, CR_WA_BECOME_READY), CR_WS_READY);
     /* READY=1 after readiness was assumed marks it announced, nothing more. */
     assert_int_equal(step(CR_WS_READY, CR_WE_READY, CR_WA_LATE_READY), CR_WS_READY);
+    /* A spare starts like a worker: the same cells, leading to freezing. */
+    assert_int_equal(step(CR_WS_SPARE_STARTING, CR_WE_ASSUME_READY, CR_WA_FREEZE), CR_WS_FREEZING);
+    assert_int_equal(step(CR_WS_SPARE_STARTING, CR_WE_READY, CR_WA_FREEZE), CR_WS_FREEZING);
     EACH_STATE(s) {
-        if (s == CR_WS_STARTING)
+        if (cr_wstate_spawned(s))
             continue;
         if (cr_lifecycle_step(s, CR_WE_SPOKE) || cr_lifecycle_step(s, CR_WE_START_TIMEOUT) ||
             cr_lifecycle_step(s, CR_WE_ASSUME_READY))
@@ -362,8 +392,10 @@ static void test_ready_only_by_announcement_or_mode(void **state)
         const struct cr_transition *t = cr_lifecycle_step(s, e);
         if (!t || t->next != CR_WS_READY || s == CR_WS_READY)
             continue;
+        /* A spare was ready (READY=1 or its mode) before it was frozen. */
         bool ok = (s == CR_WS_STARTING && (e == CR_WE_READY || e == CR_WE_ASSUME_READY)) ||
-                  (s == CR_WS_BLOCKED && e == CR_WE_WATCHDOG);
+                  (s == CR_WS_BLOCKED && e == CR_WE_WATCHDOG) ||
+                  (s == CR_WS_SPARE && e == CR_WE_PROMOTE);
         if (!ok)
             fail_msg("%s × %s makes a worker ready", S(s), E(e));
     }
@@ -458,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_nothing_gets_stuck),
         cmocka_unit_test(test_failed_only_through_the_budget),
         cmocka_unit_test(test_reachable_and_retirable),
+        cmocka_unit_test(test_spares),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_a_life),
         cmocka_unit_test(test_ignored_events),

@@ -296,6 +296,53 @@ check_memory_high() {
 	return "$rc"
 }
 
+# The pid of a frozen spare (state "spare"), if any.
+spare_pid() {
+	ctl '{"cmd":"status"}' | jq -r '[.workers[] | select(.state == "spare")][0].pid // empty'
+}
+
+# spare_frozen [NOT_PID]: a spare (other than NOT_PID) whose own group's
+# cgroup.events says "frozen 1".
+spare_frozen() {
+	local p rel
+	p=$(spare_pid)
+	[ -n "$p" ] && [ "$p" != "${1:-}" ] || return 1
+	rel=$(sed -n 's/^0:://p' "/proc/$p/cgroup") || return 1
+	grep -qx 'frozen 1' "/sys/fs/cgroup$rel/cgroup.events"
+}
+
+ready_has() { ready_pids | grep -qx "$1"; }
+
+# Warm spares on cgroup v2 (issue 15): `set spares 1` starts a spare that
+# cgroup.freeze freezes; a kill -9 of a ready worker hands its slot to that
+# spare (a process that existed before the kill) and a new spare is frozen.
+check_spare_promotion() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers before the check" || return 1
+	ctl '{"cmd":"set","key":"spares","value":"1"}' | jq -e .ok > /dev/null ||
+		fail "set spares 1 was refused" || return 1
+	local rc=0 spare victim
+	if ! wait_until 30 spare_frozen; then
+		fail "no spare frozen by cgroup.freeze ($(ctl '{"cmd":"status"}' | jq -c .supervisor.spares))"
+		rc=1
+	else
+		spare=$(spare_pid)
+		victim=$(ready_pids | head -n 1)
+		echo "spare $spare, victim $victim"
+		kill -9 "$victim"
+		if ! wait_until 10 ready_has "$spare"; then
+			fail "the spare $spare did not take the slot of $victim"
+			rc=1
+		elif ! wait_until 30 spare_frozen "$spare"; then
+			fail "no new frozen spare after the promotion"
+			rc=1
+		fi
+	fi
+	ctl '{"cmd":"set","key":"spares","value":"0"}' > /dev/null
+	wait_until 30 all_ready 2 || { fail "not 2 ready workers after the check"; rc=1; }
+	return "$rc"
+}
+
 RELOAD_STATES=''
 check_reload_replaced() {
 	need_active || return 1
@@ -432,6 +479,7 @@ check oom-own-active check_oom_own_active
 check oom-own-replaced check_oom_own_replaced
 check oom-ancestor-limit check_oom_ancestor
 check memory-high-recycle check_memory_high
+check spare-promotion check_spare_promotion
 check reload-replaced check_reload_replaced
 check reload-active check_reload_active
 check watchdog-restart check_watchdog_restart
