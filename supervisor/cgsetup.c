@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -288,10 +289,21 @@ int cr_cg_worker_create(struct cr_worker *w)
     return 0;
 }
 
-int cr_cg_attach_cb(void *userdata, pid_t pid)
+int cr_cg_worker_procs_fd(struct cr_worker *w)
 {
-    struct cr_worker *w = userdata;
-    return w->cg ? cr_cgroup_attach(w->cg, pid) : 0;
+    char path[4096];
+    if (!w->cg)
+        return -1;
+    if (snprintf(path, sizeof(path), "%s/cgroup.procs", cr_cgroup_fs_path(w->cg)) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        cr_log(CR_LOG_ERR, "worker %d: cannot open %s: %s", w->id, path, strerror(-r));
+        return r;
+    }
+    return fd;
 }
 
 static struct cr_oom_delta to_delta(const struct cr_cgroup_events *e)

@@ -13,7 +13,9 @@ struct cr_postmortem;
 
 int cr_cg_setup(struct cr_supervisor *sup);
 int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits */
-int cr_cg_attach_cb(void *userdata, pid_t pid);
+/* The worker group's cgroup.procs open for writing (CLOEXEC): the child
+ * moves itself in before exec. -1 without a group, -errno on failure. */
+int cr_cg_worker_procs_fd(struct cr_worker *w);
 void cr_cg_worker_baseline(struct cr_worker *w);
 void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
                            struct cr_postmortem *pm);

@@ -27,16 +27,22 @@
 
 /* ---- operations ---------------------------------------------------------- */
 
-static int lowest_free_id(struct cr_supervisor *sup)
+/* The lowest slot id not held by a worker that stays, from *from on: the
+ * ids a scale-up hands out are ascending, so one call per new worker
+ * resumes where the last one stopped and the list stays sorted by id
+ * (one pass per new worker, not one per candidate id). */
+static int lowest_free_id(struct cr_supervisor *sup, int *from)
 {
-    for (int id = 1;; id++) {
-        bool used = false;
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
-            if (w->id == id && !w->retire_on_exit)
-                used = true;
-        if (!used)
-            return id;
+    int id = *from;
+    for (struct cr_worker *w = sup->workers; w; w = w->next) {
+        if (w->id < id || w->retire_on_exit)
+            continue;
+        if (w->id > id)
+            break;
+        id++;
     }
+    *from = id + 1;
+    return id;
 }
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
@@ -51,8 +57,9 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     for (struct cr_worker *w = sup->workers; w; w = w->next)
         if (!w->retire_on_exit && !w->replaces)
             have++;
+    int from = 1;
     while (have < n) {
-        struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup));
+        struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup, &from));
         if (!w)
             return -ENOMEM;
         cr_worker_start(w);
@@ -141,7 +148,19 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
     if (sup->stopping)
         return;
     sup->stopping = true;
-    cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", cr_supervisor_count_ready(sup));
+    /* What the stop does: every process is drained, whatever its state
+     * (a big scale-up leaves many still starting), and every queued spawn
+     * is cancelled. */
+    unsigned procs = 0, queued = 0;
+    for (struct cr_worker *w = sup->workers; w; w = w->next) {
+        procs += cr_wstate_has_process(w->state);
+        queued += w->state == CR_WS_PENDING;
+    }
+    if (queued)
+        cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s), cancelling %u queued spawn(s)",
+               procs, queued);
+    else
+        cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", procs);
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_STOPPING});
     /* Drain from a snapshot: draining a process-less worker frees it. */
     struct cr_worker *w = sup->workers;
@@ -190,7 +209,10 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
     uv_timer_init(loop, &sup->cg_trash_timer);
     uv_timer_init(loop, &sup->finish_timer);
+    uv_idle_init(loop, &sup->spawn_pacer);
+    uv_timer_init(loop, &sup->spawn_recheck);
     sup->cg_trash_timer.data = sup->finish_timer.data = sup;
+    sup->spawn_pacer.data = sup->spawn_recheck.data = sup;
 }
 
 int cr_supervisor_open(struct cr_supervisor *sup)
