@@ -1,8 +1,9 @@
 /* The data of the supervisor core: the worker table and the supervisor
- * that owns it. Only the core (supervisor.c, operations.c, worker_spawn.c,
- * worker_io.c, cgsetup.c), the inputs that keep per-worker readings
- * (memwatch.c, worker_notify.c) and main.c's wiring see inside; views
- * read through supervisor.h's accessors.
+ * that owns it. Only the core (supervisor.c, operations.c, view.c and,
+ * below it, worker_spawn.c, worker_io.c, worker_death.c, cgsetup.c), the
+ * inputs that keep per-worker readings (memwatch.c, worker_notify.c), the
+ * control socket's files and main.c's wiring see inside; the views read
+ * through view.h. scripts/include-graph holds that list.
  *
  * Types only: no functions live here (the include graph treats this file
  * as part of whoever includes it), and it includes no module of the core.

@@ -40,7 +40,7 @@ void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms)
     uv_timer_start(&w->deadline, on_deadline, ms, 0);
 }
 
-void cr_worker_clear_deadline(struct cr_worker *w)
+static void clear_deadline(struct cr_worker *w)
 {
     w->deadline_at = 0;
     uv_timer_stop(&w->deadline);
@@ -257,7 +257,7 @@ static void arm_watchdog(struct cr_worker *w)
     if (c->watchdog_ms && w->heartbeats)
         cr_worker_set_deadline(w, c->watchdog_ms);
     else
-        cr_worker_clear_deadline(w);
+        clear_deadline(w);
 }
 
 static enum cr_wevent act_none(struct cr_worker *w)
@@ -373,7 +373,7 @@ static enum cr_wevent act_kill_stop_timeout(struct cr_worker *w)
     return NOTHING;
 }
 
-struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup)
+static struct cr_restart_policy restart_policy(const struct cr_supervisor *sup)
 {
     const struct cr_config *c = &sup->cfg;
     return (struct cr_restart_policy){
@@ -393,7 +393,7 @@ static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptim
 {
     struct cr_supervisor *sup = r->sup;
     struct cr_worker *old = r->replaces;
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
+    struct cr_restart_policy p = restart_policy(sup);
     struct cr_restart_decision d = cr_restart_decide(&p, &old->restart, now, uptime, false);
     uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
     old->recycle_after = now + wait;
@@ -410,7 +410,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
-    cr_worker_clear_deadline(w);
+    clear_deadline(w);
     struct cr_postmortem *pm = cr_worker_postmortem(w, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
@@ -449,7 +449,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
         replacement_failed(w, now, uptime);
         return CR_WE_RETIRE;
     }
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
+    struct cr_restart_policy p = restart_policy(sup);
     w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
     if (exec_failed) {
         /* Nothing will change by retrying fast: the program is not there. */
@@ -570,7 +570,7 @@ static enum cr_wevent act_spawn_failed(struct cr_worker *w)
 {
     if (w->replaces)
         return CR_WE_RETIRE;
-    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
+    struct cr_restart_policy p = restart_policy(w->sup);
     w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), 0, false);
     return w->decision.event;
 }
@@ -600,7 +600,7 @@ static enum cr_wevent act_mark_failed(struct cr_worker *w)
 static enum cr_wevent act_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    cr_worker_clear_deadline(w);
+    clear_deadline(w);
     worker_remove(w);
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);

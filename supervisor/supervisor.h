@@ -50,7 +50,6 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
 /* The one deadline of a worker, `ms` from now. A zero delay still goes
  * through the loop, so an action never recurses into the table. */
 void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
-void cr_worker_clear_deadline(struct cr_worker *w);
 /* The START event: spawns the first generation of a new worker, or — when
  * even fork or the cgroup fails — lets the restart policy throttle it. */
 void cr_worker_start(struct cr_worker *w);
@@ -59,7 +58,6 @@ void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
 /* Once stopping and empty, closes the core and publishes CR_EV_FINISHED
  * from the next loop turn. */
 void cr_supervisor_maybe_finish(struct cr_supervisor *sup);
-struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup);
 
 /* ---- events --------------------------------------------------------------- */
 
