@@ -145,7 +145,8 @@ struct cr_supervisor {
     int cg_layout; /* enum cr_cgroup_layout */
     char *cg_base;    /* rel path: workers live in <cg_base>/workers */
     bool cg_base_created; /* --cgroup-parent did not exist: remove it at exit */
-    struct cr_cgroup *cg_workers;
+    struct cr_cgroup *cg_workers; /* <cg_base>/workers/<instance>: this corrald's own */
+    int cg_lock_fd;               /* flock on cg_workers's directory, held until exit */
     struct cr_cgroup **cg_ancestors; /* enclosing groups whose limits count as "ancestor" */
     size_t cg_nancestors;
     struct cr_cgroup **cg_trash; /* groups to remove once the kernel lets us */
