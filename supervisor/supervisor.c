@@ -468,11 +468,11 @@ static enum cr_wevent act_reap(struct cr_worker *w)
  * workers wait in `pending`; each loop turn spawns while this turn's
  * budget lasts (at least one), and no more than --spawn-parallel workers
  * are starting (forked, not yet READY=1) at once — the bounded concurrency
- * of lesson 13. A worker slow to get ready stops counting after a second,
+ * of lesson 13. A worker slow to get ready stops counting after 250 ms,
  * so one that never says READY cannot hold the queue up. */
 #define SPAWN_TURN_MAX 8
 #define SPAWN_TURN_NS (3 * 1000 * 1000)
-#define SPAWN_SLOW_MS 1000
+#define SPAWN_SLOW_MS 250
 #define SPAWN_RECHECK_MS 20
 
 static unsigned spawn_parallel(const struct cr_supervisor *sup)
