@@ -85,11 +85,10 @@ int cr_cgroup_enclosing(const char *mount, enum cr_cgroup_layout l, const char *
         mount = sys_mount;
         l = sys_l;
     }
-    char *cur = include_self ? strdup(rel) : cr_cgroup_parent(rel);
-    if (strcmp(rel, "/") == 0 && !include_self) {
-        free(cur);
-        cur = NULL; /* nothing encloses the root */
-    }
+    bool none = strcmp(rel, "/") == 0 && !include_self; /* nothing encloses the root */
+    char *cur = none ? NULL : include_self ? strdup(rel) : cr_cgroup_parent(rel);
+    if (!none && !cur)
+        return -ENOMEM;
     while (cur && r == 0) {
         struct cr_cgroup *cg = NULL;
         bool root = strcmp(cur, "/") == 0;
@@ -102,7 +101,10 @@ int cr_cgroup_enclosing(const char *mount, enum cr_cgroup_layout l, const char *
             if (r < 0)
                 cr_cgroup_free(cg);
         }
+        /* A parent lost to a failed allocation would drop a limit silently. */
         char *p = root ? NULL : cr_cgroup_parent(cur);
+        if (!root && !p && r == 0)
+            r = -ENOMEM;
         free(cur);
         cur = p;
     }

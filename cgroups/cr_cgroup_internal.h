@@ -30,3 +30,9 @@ bool cr_cgroup_has_file(const char *dir, const char *name);
 
 /* Writes one memory-controller value through libcgroup. */
 int cr_cgroup_set_value(const struct cr_cgroup *cg, const char *name, const char *value);
+
+/* Calls fn with the rel path of every child group of parent_rel whose name
+ * starts with prefix; stops at fn's first negative return, which it
+ * returns. */
+int cr_cgroup_each_child(const char *parent_rel, const char *prefix,
+                         int (*fn)(const char *rel, void *userdata), void *userdata);

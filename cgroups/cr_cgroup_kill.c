@@ -5,7 +5,6 @@
  * children (`sh -c 'sleep 600 & exec worker'`) would keep the listening
  * socket and the group. The group is the one complete list of what a worker
  * started, so it is what gets killed. */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -213,49 +212,33 @@ static void wait_empty(struct cr_cgroup *cg, uint64_t deadline)
         nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
 }
 
+struct stale {
+    uint64_t deadline;
+    unsigned killed;
+};
+
+static int kill_one(const char *rel, void *userdata)
+{
+    struct stale *st = userdata;
+    struct cr_cgroup *cg = NULL;
+    unsigned n = 0;
+    int r = cr_cgroup_open(rel, false, &cg);
+    if (r == -ENOENT)
+        return 0;
+    if (r >= 0 && (r = cr_cgroup_kill(cg, SIGKILL, &n)) >= 0 && n) {
+        st->killed += n;
+        wait_empty(cg, st->deadline);
+    }
+    cr_cgroup_free(cg);
+    return r;
+}
+
 int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned timeout_ms,
                          unsigned *ret_killed)
 {
-    uint64_t deadline = mono_ms() + timeout_ms;
-    unsigned killed = 0;
-    char *dir_path = NULL;
-    struct dirent *de;
-    if (!prefix || !*prefix)
-        return -EINVAL;
-    int r = cr_cgroup_path_of(parent_rel, &dir_path);
-    if (r < 0)
-        return r;
-    DIR *d = opendir(dir_path);
-    free(dir_path);
-    if (!d)
-        return -errno;
-    while (r >= 0 && (de = readdir(d))) {
-        struct cr_cgroup *cg = NULL;
-        char *rel;
-        if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        if (asprintf(&rel, "%s/%s", strcmp(parent_rel, "/") == 0 ? "" : parent_rel, de->d_name) <
-            0) {
-            r = -ENOMEM;
-            break;
-        }
-        r = cr_cgroup_open(rel, false, &cg);
-        free(rel);
-        if (r == -ENOENT) {
-            r = 0;
-            continue;
-        }
-        if (r >= 0) {
-            unsigned n = 0;
-            r = cr_cgroup_kill(cg, SIGKILL, &n);
-            killed += n;
-            if (n)
-                wait_empty(cg, deadline);
-        }
-        cr_cgroup_free(cg);
-    }
-    closedir(d);
+    struct stale st = {.deadline = mono_ms() + timeout_ms};
+    int r = cr_cgroup_each_child(parent_rel, prefix, kill_one, &st);
     if (r >= 0 && ret_killed)
-        *ret_killed = killed;
-    return r < 0 ? r : 0;
+        *ret_killed = st.killed;
+    return r;
 }

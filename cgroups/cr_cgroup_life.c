@@ -39,8 +39,8 @@ static int remove_once(const char *rel)
     return r;
 }
 
-/* The one function of this module that may block: for up to timeout_ms, in
- * 5 ms steps, while rmdir says EBUSY. Right after its last task was reaped a
+/* May block (as cr_cgroup_kill_stale may, and nothing else here): for up to
+ * timeout_ms, in 5 ms steps, while rmdir says EBUSY. Right after its last task was reaped a
  * v1 memory group can still be busy (the kernel drains charges and offlines
  * the css asynchronously). timeout_ms 0 tries once. */
 int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms)
@@ -58,10 +58,9 @@ int cr_cgroup_remove(struct cr_cgroup *cg, unsigned timeout_ms)
     }
 }
 
-int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned *ret_removed,
-                            unsigned *ret_left)
+int cr_cgroup_each_child(const char *parent_rel, const char *prefix,
+                         int (*fn)(const char *rel, void *userdata), void *userdata)
 {
-    unsigned removed = 0, left = 0;
     char *dir_path = NULL;
     struct dirent *de;
     if (!prefix || !*prefix)
@@ -73,28 +72,48 @@ int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned
     free(dir_path);
     if (!d)
         return -errno;
-    while ((de = readdir(d))) {
+    while (r >= 0 && (de = readdir(d))) {
         char *rel;
         if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
             continue;
+        /* rel is undefined when asprintf fails: freed only on success. */
         if (asprintf(&rel, "%s/%s", strcmp(parent_rel, "/") == 0 ? "" : parent_rel, de->d_name) <
             0) {
             r = -ENOMEM;
-            break;
+            continue;
         }
-        if (remove_once(rel) == 0)
-            removed++;
-        else
-            left++;
+        r = fn(rel, userdata);
         free(rel);
     }
     closedir(d);
+    return r < 0 ? r : 0;
+}
+
+struct reclaim {
+    unsigned removed, left;
+};
+
+static int reclaim_one(const char *rel, void *userdata)
+{
+    struct reclaim *c = userdata;
+    if (remove_once(rel) == 0)
+        c->removed++;
+    else
+        c->left++;
+    return 0;
+}
+
+int cr_cgroup_reclaim_stale(const char *parent_rel, const char *prefix, unsigned *ret_removed,
+                            unsigned *ret_left)
+{
+    struct reclaim c = {0};
+    int r = cr_cgroup_each_child(parent_rel, prefix, reclaim_one, &c);
     if (r < 0)
         return r;
     if (ret_removed)
-        *ret_removed = removed;
+        *ret_removed = c.removed;
     if (ret_left)
-        *ret_left = left;
+        *ret_left = c.left;
     return 0;
 }
 

@@ -101,9 +101,9 @@ static void log_create_failure(const char *wrel, enum cr_cgroup_layout layout, c
     if (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)
         cr_log(CR_LOG_ERR,
                "cannot create cgroup %s: %s is mounted read-only (a container's default); "
-               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN and run "
-               "'mount -o remount,%srw %s' before corrald (containers/entrypoint does), "
-               "or start corrald with --no-cgroups",
+               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN, with "
+               "'mount -o remount,%srw %s' before corrald (corral's image entrypoint does "
+               "it), or start corrald with --no-cgroups",
                wrel, mount, layout == CR_CGROUP_V1 ? "bind," : "", mount);
     else
         cr_log(CR_LOG_ERR,
@@ -253,6 +253,62 @@ static int open_instance(struct cr_supervisor *sup, const char *wrel, char **ret
     return 0;
 }
 
+/* cgroup v2 allows no processes in a group whose children have controllers
+ * enabled: corrald moves itself into a leaf of its own group first. */
+static int enter_leaf(const char *base, const char *mount)
+{
+    char *leaf = NULL;
+    int r = cr_cgroup_delegate_setup(base, "supervisor", &leaf);
+    if (r < 0 && (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)) {
+        log_create_failure(base, CR_CGROUP_V2, mount, -EROFS);
+        return -EROFS;
+    }
+    if (r < 0) {
+        cr_log(CR_LOG_ERR, "cgroup v2 delegation of %s failed: %s (is Delegate=yes set?)", base,
+               strerror(-r));
+        return r;
+    }
+    cr_log(CR_LOG_INFO, "moved corrald into %s", leaf);
+    free(leaf);
+    return 0;
+}
+
+/* <base>/workers (shared by every corrald under the parent) and this
+ * corrald's own <base>/workers/<instance>, locked, with the memory
+ * controller enabled below both on v2. */
+static int make_workers(struct cr_supervisor *sup, enum cr_cgroup_layout layout,
+                        const char *mount, char **ret_wrel)
+{
+    char *shared = join(sup->cg_base, "workers"), *wrel = NULL;
+    struct cr_cgroup *probe = NULL;
+    int r = shared ? cr_cgroup_open(shared, true, &probe) : -ENOMEM;
+    cr_cgroup_free(probe);
+    if (r < 0) {
+        log_create_failure(shared ? shared : "workers", layout, mount, r);
+        free(shared);
+        return r;
+    }
+    if (layout == CR_CGROUP_V2 && ((r = cr_cgroup_enable_subtree(sup->cg_base)) < 0 ||
+                                   (r = cr_cgroup_enable_subtree(shared)) < 0)) {
+        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", shared,
+               strerror(-r));
+        free(shared);
+        return r;
+    }
+    r = open_instance(sup, shared, &wrel);
+    free(shared);
+    if (r < 0)
+        return r;
+    if (layout == CR_CGROUP_V2 && (r = cr_cgroup_enable_subtree(wrel)) < 0) {
+        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", wrel,
+               strerror(-r));
+        free(wrel);
+        return r;
+    }
+    *ret_wrel = wrel;
+    return 0;
+}
+
 int cr_cg_setup(struct cr_supervisor *sup)
 {
     const struct cr_config *c = &sup->cfg;
@@ -288,50 +344,13 @@ int cr_cg_setup(struct cr_supervisor *sup)
     }
     if (!c->cgroup_parent && (r = check_visible(base, mount)) < 0)
         goto fail;
-    if (layout == CR_CGROUP_V2 && !c->cgroup_parent) {
-        /* cgroup v2 allows no processes in a group whose children have
-         * controllers enabled: corrald moves itself into a leaf first. */
-        char *leaf = NULL;
-        r = cr_cgroup_delegate_setup(base, "supervisor", &leaf);
-        if (r < 0 && (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)) {
-            log_create_failure(base, layout, mount, -EROFS);
-            goto fail;
-        } else if (r < 0) {
-            cr_log(CR_LOG_ERR, "cgroup v2 delegation of %s failed: %s (is Delegate=yes set?)",
-                   base, strerror(-r));
-            goto fail;
-        }
-        cr_log(CR_LOG_INFO, "moved corrald into %s", leaf);
-        free(leaf);
-    }
+    if (layout == CR_CGROUP_V2 && !c->cgroup_parent && (r = enter_leaf(base, mount)) < 0)
+        goto fail;
     sup->cg_base = base;
     base = NULL;
-    char *shared = join(sup->cg_base, "workers"), *wrel = NULL;
-    struct cr_cgroup *probe = NULL;
-    r = shared ? cr_cgroup_open(shared, true, &probe) : -ENOMEM;
-    cr_cgroup_free(probe);
-    if (r < 0) {
-        log_create_failure(shared ? shared : "workers", layout, mount, r);
-        free(shared);
+    char *wrel = NULL;
+    if ((r = make_workers(sup, layout, mount, &wrel)) < 0)
         goto fail;
-    }
-    if (layout == CR_CGROUP_V2 && ((r = cr_cgroup_enable_subtree(sup->cg_base)) < 0 ||
-                                   (r = cr_cgroup_enable_subtree(shared)) < 0)) {
-        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", shared,
-               strerror(-r));
-        free(shared);
-        goto fail;
-    }
-    r = open_instance(sup, shared, &wrel);
-    free(shared);
-    if (r < 0)
-        goto fail;
-    if (layout == CR_CGROUP_V2 && (r = cr_cgroup_enable_subtree(wrel)) < 0) {
-        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", wrel,
-               strerror(-r));
-        free(wrel);
-        goto fail;
-    }
     unsigned removed = 0, left = 0, killed = 0;
     /* A corrald killed with SIGKILL could not stop what its workers
      * started (PDEATHSIG reaches the workers only): their groups are the
@@ -526,6 +545,13 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
     if (cr_cgroup_read_events(w->cg ? w->cg : shared, true, &e) == 0)
         ev->own = sub(to_delta(&e), w->own0);
     ev->ancestor = sub(ancestors_now(sup), w->anc0);
+    if (!ev->own.oom_kill) {
+        /* The kernel counts every OOM kill, the global killer's too, in
+         * the victim's own group: with none there, the system counter moved
+         * for someone else (another container, another service). */
+        ev->system_oom_kill = 0;
+        pm->oom_system = 0;
+    }
     if (shared) {
         /* The shared group's limit is the container's, not the worker's:
          * only its kill count speaks for the worker; its limit counters

@@ -252,6 +252,14 @@ static bool backlogged(struct client *c)
     return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > CR_CONTROL_PAUSE_OUTPUT;
 }
 
+/* Answers line-too-long and finishes the client; its input is drained so
+ * that a peer still sending sees the answer, not a reset. */
+static void refuse_long_line(struct client *c)
+{
+    send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
+    client_finish(c, true);
+}
+
 /* Answers the complete lines in c->buf. A peer that pipelines requests
  * without reading the answers is paused (no more input is read) while its
  * unread output exceeds CR_CONTROL_PAUSE_OUTPUT, so one client can neither
@@ -269,6 +277,12 @@ static void process(struct client *c)
         char *nl = memchr(c->buf + off, '\n', c->len - off);
         if (!nl)
             break;
+        /* The cap holds for complete lines too: a read (16 KiB) may bring
+         * the end of an over-long line before the buffered check sees it. */
+        if ((size_t)(nl - (c->buf + off)) > CR_CONTROL_MAX_LINE) {
+            refuse_long_line(c);
+            return;
+        }
         handle_line(c, c->buf + off, (size_t)(nl - (c->buf + off)));
         off = (size_t)(nl - c->buf) + 1;
     }
@@ -281,8 +295,7 @@ static void process(struct client *c)
     if (c->paused)
         return;
     if (c->len > CR_CONTROL_MAX_LINE) {
-        send_error(c, CR_E_LINE_TOO_LONG, "a request line is limited to 65536 bytes");
-        client_finish(c, true);
+        refuse_long_line(c);
         return;
     }
     if (c->eof) {
@@ -348,14 +361,19 @@ static void maybe_resume(struct client *c)
  * like its primary group: membership in --control-group is what matters. */
 static bool in_group(int fd, gid_t group)
 {
-    gid_t gs[256];
-    socklen_t gl = sizeof(gs);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl) < 0)
-        return false;
-    for (size_t i = 0; i < gl / sizeof(gid_t); i++)
-        if (gs[i] == group)
-            return true;
-    return false;
+    gid_t small[256], *gs = small;
+    socklen_t gl = sizeof(small);
+    int r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl);
+    /* More groups than fit (up to NGROUPS_MAX, 65536): the kernel said how
+     * many bytes it needs; a member must not be refused for having many. */
+    if (r < 0 && errno == ERANGE && gl > sizeof(small) && (gs = malloc(gl)))
+        r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, gs, &gl);
+    bool found = false;
+    for (size_t i = 0; r == 0 && gs && i < gl / sizeof(gid_t) && !found; i++)
+        found = gs[i] == group;
+    if (gs != small)
+        free(gs);
+    return found;
 }
 
 static bool allowed(struct cr_control *ctl, int fd, const struct ucred *cr)
@@ -576,8 +594,10 @@ static int bind_socket(struct cr_control *ctl)
 static int control_config(struct cr_control *ctl, const struct cr_supervisor *sup)
 {
     ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
-    if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0)
+    if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0) {
+        ctl->lock_path = NULL; /* undefined after a failed asprintf; control_free frees it */
         return -ENOMEM;
+    }
     int r = parse_uids(ctl, sup->cfg.control_allow_uids);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
@@ -627,7 +647,6 @@ int cr_control_open(struct cr_supervisor *sup)
     return 0;
 }
 
-
 void cr_control_close(struct cr_control *ctl)
 {
     if (!ctl || ctl->closing)
@@ -635,8 +654,6 @@ void cr_control_close(struct cr_control *ctl)
     ctl->closing = true;
     while (ctl->clients)
         client_close(ctl->clients);
-#include "internal.h"
-#include "supervisor.h"
     unlink(ctl->path);
     unlink(ctl->lock_path);
     uv_close((uv_handle_t *)&ctl->server, server_closed);

@@ -14,43 +14,6 @@
 
 /* ---- UTF-8 ---- */
 
-/* Bytes in the UTF-8 sequence at s[0..n), or 0 if it is invalid there. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp, min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, cp = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, cp = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, cp = c & 0x07, min = 0x10000;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-size_t cr_utf8_valid_prefix(const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0, k;
-    while (i < n && (k = utf8_seq(u + i, n - i)))
-        i += k;
-    return i;
-}
-
 /* Every invalid byte of s[0..n) becomes '?', in place. */
 static void utf8_scrub(char *s, size_t n)
 {
@@ -129,13 +92,19 @@ static struct lex lex_check(const char *s, size_t n)
     bool in_string = false;
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        size_t k = cr_utf8_seq((const unsigned char *)s + i, n - i);
         if (!k) {
             r.bad_at = i, r.why = "not valid UTF-8";
             return r;
         }
         if (in_string && c < 0x20) {
             r.bad_at = i, r.why = "a raw control character inside a string";
+            return r;
+        }
+        /* Outside strings too: cJSON skips any byte <= 0x20 as blank, the
+         * id finder only JSON's four (fuzz-control: an id was dropped). */
+        if (!in_string && c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            r.bad_at = i, r.why = "a control character outside a string";
             return r;
         }
         if (in_string && c == '\\' && i + 1 < n) {

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "utf8.h" /* cr_utf8_valid_prefix, for the tests and fuzzers */
+
 /* Error codes, fixed: see docs/control-protocol.md. */
 #define CR_E_BAD_JSON        "bad-json"
 #define CR_E_BAD_REQUEST     "bad-request"
@@ -60,6 +62,3 @@ cJSON *cr_control_error(const char *code, const char *fmt, ...)
  * frees; NULL when out of memory. */
 char *cr_control_print_line(const cJSON *obj, size_t *ret_len);
 
-/* Length of the valid UTF-8 prefix of s[0..n) (RFC 3629: no overlong
- * forms, no surrogates, nothing above U+10FFFF). */
-size_t cr_utf8_valid_prefix(const char *s, size_t n);

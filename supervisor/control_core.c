@@ -5,7 +5,6 @@
 
 #include "control.h"
 #include "history.h"
-#include "internal.h"
 #include "metrics.h"
 #include "operations.h"
 #include "status.h"
@@ -19,10 +18,16 @@ static cJSON *op_status(void *ctx)
 
 static cJSON *op_workers(void *ctx)
 {
-    struct cr_supervisor *sup = ctx;
     cJSON *ws = cJSON_CreateArray();
-    for (struct cr_worker *w = sup->workers; ws && w; w = w->next)
-        cJSON_AddItemToArray(ws, cr_worker_json(w));
+    for (const struct cr_worker *w = cr_view_first(ctx); ws && w; w = cr_view_next(w)) {
+        /* A worker left out for want of memory would be a lie: fail whole. */
+        cJSON *o = cr_worker_json(w);
+        if (!o || !cJSON_AddItemToArray(ws, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(ws);
+            return NULL;
+        }
+    }
     return ws;
 }
 

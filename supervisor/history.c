@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ring.h"
+#include "utf8.h"
 
 #define MINUTE_MS 60000
 #define HOUR_BUCKETS 60
@@ -60,34 +61,6 @@ void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t 
     pm->stderr_len = len;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len;
-    uint32_t min, cp;
-
-    if (s[0] < 0x80)
-        return s[0] ? 1 : 0;
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, min = 0x80, cp = s[0] & 0x1f;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, min = 0x800, cp = s[0] & 0x0f;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, min = 0x10000, cp = s[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A NUL-terminated, valid UTF-8 copy of buf; caller frees. */
 static char *utf8_clean(const char *buf, size_t len)
 {
@@ -97,7 +70,8 @@ static char *utf8_clean(const char *buf, size_t len)
     if (!out)
         return NULL;
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq((const unsigned char *)buf + i, len - i);
+        /* A NUL would end the text early: it becomes '?' too. */
+        size_t n = buf[i] ? cr_utf8_seq((const unsigned char *)buf + i, len - i) : 0;
         if (n == 0) {
             out[o++] = '?';
             i++;

@@ -117,14 +117,17 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     int r;
     cr_supervisor_init(sup, loop);
     sup->io_sink = &io_sink;
-    signals_start(wi, loop);
-    reaper_start(wi, loop);
     if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0)
         return r;
     cr_supervisor_subscribe(sup, cr_log_on_event, NULL);
     cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
     cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
     cr_supervisor_subscribe(sup, on_event, wi);
+    /* Signal handles only once on_event is subscribed: it is what closes
+     * them when the core finishes, so a failure before this point leaves
+     * nothing that would keep the failure path's loop running. */
+    signals_start(wi, loop);
+    reaper_start(wi, loop);
     /* The control path first: a second corrald refused there (the path is
      * owned) must not bind the port or touch the cgroups of the first. */
     if ((r = cr_control_open(sup)) < 0)

@@ -29,9 +29,10 @@ static char *agent_path(void)
             *slash = '\0';
             char *cand = NULL;
             char *real = NULL;
-            if (asprintf(&cand, "%s/../agent/" AGENT_NAME, self) >= 0)
+            if (asprintf(&cand, "%s/../agent/" AGENT_NAME, self) >= 0) {
                 real = realpath(cand, NULL);
-            free(cand);
+                free(cand); /* undefined, not NULL, when asprintf fails */
+            }
             if (real && access(real, R_OK) == 0)
                 return real;
             free(real);

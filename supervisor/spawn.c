@@ -140,6 +140,30 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* The parent's half once the child exists: its pidfd, and the exec pipe
+ * handed over (*err_r taken). On failure the child is killed and reaped
+ * here: nothing else knows its pid. */
+static int parent(pid_t pid, int *err_r, struct cr_spawn_result *ret)
+{
+    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
+     * through SIGCHLD instead, and signalled by pid: safe, because a child
+     * that corrald has not reaped cannot have its pid reused. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0 && errno != ENOSYS) {
+        int r = -errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return r;
+    }
+    /* Not waiting for the exec: on a loaded machine the child may not run
+     * for tens of milliseconds. The caller watches the pipe instead. */
+    int fl = fcntl(*err_r, F_GETFL);
+    fcntl(*err_r, F_SETFL, fl | O_NONBLOCK);
+    *ret = (struct cr_spawn_result){.pid = pid, .pidfd = pidfd, .exec_fd = *err_r};
+    *err_r = -1;
+    return 0;
+}
+
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
 {
     int errp[2] = {-1, -1};
@@ -172,24 +196,7 @@ int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
         goto out;
     }
     close_fd(&errp[1]);
-
-    /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
-     * through SIGCHLD instead, and signalled by pid: safe, because a child
-     * that corrald has not reaped cannot have its pid reused. */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0 && errno != ENOSYS) {
-        r = -errno;
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        goto out;
-    }
-    /* Not waiting for the exec: on a loaded machine the child may not run
-     * for tens of milliseconds. The caller watches the pipe instead. */
-    int fl = fcntl(errp[0], F_GETFL);
-    fcntl(errp[0], F_SETFL, fl | O_NONBLOCK);
-    *ret = (struct cr_spawn_result){.pid = pid, .pidfd = pidfd, .exec_fd = errp[0]};
-    errp[0] = -1;
-    r = 0;
+    r = parent(pid, &errp[0], ret);
 out:
     close_fd(&errp[0]);
     close_fd(&errp[1]);

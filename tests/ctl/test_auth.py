@@ -44,9 +44,10 @@ def need_root():
         sys.exit(SKIP)
 
 
-def as_nobody(sock, gid=NOBODY):
-    out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % gid,
-                          "--clear-groups", sys.executable, "-c", CLIENT, sock],
+def as_nobody(sock, gid=NOBODY, groups=None):
+    grouping = ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
+    out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % gid] + grouping +
+                         [sys.executable, "-c", CLIENT, sock],
                          capture_output=True, text=True, timeout=20)
     check(out.returncode == 0, "client failed: %s" % out.stderr)
     return json.loads(out.stdout)
@@ -112,6 +113,17 @@ def case_group():
         check(r.get("lines") == [{"ok": True, "pong": "corral"}], "group member: %r" % r)
         r = as_nobody(d.sock, gid=4242)
         check(r.get("connect_errno") == 13, "non-member: %r" % r)
+        # With the mode opened up, corrald's own check decides: a member
+        # through a supplementary group listed after 300 others (past the
+        # first SO_PEERGROUPS buffer) gets in; a non-member with as many
+        # groups does not.
+        os.chmod(d.sock, 0o666)
+        many = list(range(5000, 5300))
+        r = as_nobody(d.sock, gid=4242, groups=many + [NOBODY])
+        check(r.get("lines") == [{"ok": True, "pong": "corral"}], "member of 301 groups: %r" % r)
+        r = as_nobody(d.sock, gid=4242, groups=many)
+        check(r.get("lines") and r["lines"][0].get("error", {}).get("code") == "forbidden",
+              "non-member of 300 groups: %r" % r)
 
 
 if __name__ == "__main__":

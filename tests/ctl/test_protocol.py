@@ -209,6 +209,19 @@ def case_longline():
         r = c.call(b"{\"cmd\":\"ping\",\"pad\":\"" + b"y" * pad + b"\"}")
         check(r["ok"], "line just under 64 KiB refused: %r" % r)
         c.close()
+        # Just over the cap, newline included, sent at once: refused too,
+        # however the reads split it (corrald reads 16 KiB at a time, so a
+        # check on unterminated input alone let up to 16 KiB more through).
+        for over in (2, 1000, 16000):  # pad + 1 is exactly the cap
+            c = Conn(d.sock)
+            line = b"{\"cmd\":\"ping\",\"pad\":\"" + b"z" * (pad + over) + b"\"}\n"
+            try:
+                c.s.sendall(line)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            r = c.recv_json()
+            check(err_code(r) == "line-too-long", "line %d bytes over the cap: %r" % (over, r))
+            c.close()
         check(d.request({"cmd": "ping"})["ok"], "corrald unresponsive")
 
 

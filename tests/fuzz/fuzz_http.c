@@ -30,7 +30,7 @@
 #include "router.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
-#define HANG_MS 10000
+#define HANG_MS  10000
 
 /* Only mem.c's /alloc reaches this, and the harness never routes there. */
 _Noreturn void cr_app_heap_fatal(struct cr_app *app, size_t want)
@@ -164,8 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         uv_run(&loop, UV_RUN_ONCE);
         if (now_ms() > deadline) {
-            fprintf(stderr, "fuzz-http: no close within %d ms (sent %zu of %zu)\n", HANG_MS,
-                    c.sent, c.size);
+            fprintf(stderr, "fuzz-http: no close within %d ms (sent %zu of %zu)\n", HANG_MS, c.sent,
+                    c.size);
             abort();
         }
     }

@@ -62,7 +62,14 @@ def need_memcg():
         skip("needs the memory controller (cgroup v1, or v2 enabled at the root)")
 
 
+# Waits for something to happen (a replacement, a death) end after their
+# timeout times this factor: the VM guest runs emulated (TCG) on a shared
+# host and sets it. Measured bounds (reaction times, uptimes) never scale.
+WAIT_SCALE = float(os.environ.get("CORRAL_TEST_WAIT_SCALE", "1"))
+
+
 def wait_for(pred, timeout, interval=0.02, what="condition"):
+    timeout *= WAIT_SCALE
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:

@@ -5,16 +5,19 @@
    recipe; the cache key is a hash of every file in image/.
 2. Stage the build under test on a 9p share: `meson install --destdir`, plus
    the build's cgroup unit-test executables and a manifest of how meson runs
-   them, plus the guest scripts (guest/).
+   them, the classification tests (tests/integration, run against the
+   installed corrald and worker, so they run on cgroup v2 too), plus the
+   guest scripts (guest/).
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
    unit runs guest/run.sh from the share and powers the guest off.
-4. Parse SHARE/results.txt: every check named in guest/checks.sh and every
-   staged unit test must report "ok"; any "not ok" or missing line fails.
+4. Parse SHARE/results.txt: every check named in guest/checks.sh, every
+   staged unit test and every classify-* case must report "ok"; any "not ok"
+   or missing line fails.
 
 Exit 77 (skip) when CORRAL_SKIP_VM=1 or the tools (qemu-system-x86_64,
 mmdebstrap, mkfs.ext4) or root are missing, unless --required.
 Environment: CORRAL_VM_CACHE (default /var/cache/corral-vm),
-CORRAL_VM_TIMEOUT (seconds for the guest, default 420),
+CORRAL_VM_TIMEOUT (seconds for the guest, default 1500),
 CORRAL_VM_ACCEL=kvm to try KVM (only where a stock kernel boots under it).
 """
 import argparse
@@ -67,7 +70,7 @@ def ensure_image(cache, work):
             proc = subprocess.run(
                 ['sh', os.path.join(IMAGE_DIR, 'build-image.sh'), imgdir,
                  os.path.join(IMAGE_DIR, 'packages.txt'), IMAGE_DIR],
-                stdout=out, stderr=subprocess.STDOUT, timeout=420)
+                stdout=out, stderr=subprocess.STDOUT, timeout=900)
         if proc.returncode != 0:
             with open(buildlog) as f:
                 sys.stdout.write(''.join(f.readlines()[-30:]))
@@ -124,19 +127,28 @@ def relocate(value, roots, files, name):
     return f'{GUEST_SHARE}/unit/{name}/{os.path.basename(real)}'
 
 
-def stage_unit_tests(meson, build_root, source_root, share):
-    """Copy the cgroup unit tests with the argv/env meson would use."""
+def meson_tests(meson, build_root):
+    """The build's tests as `meson introspect --tests` describes them."""
     proc = subprocess.run([meson, 'introspect', '--tests', build_root],
                           stdout=subprocess.PIPE, text=True, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError('meson introspect --tests failed')
+    return json.loads(proc.stdout)
+
+
+def safe_name(name):
+    return re.sub(r'[^A-Za-z0-9_.-]', '_', name)
+
+
+def stage_unit_tests(tests, build_root, source_root, share):
+    """Copy the cgroup unit tests with the argv/env meson would use."""
     unit = os.path.join(share, 'unit')
     os.makedirs(unit, exist_ok=True)
     manifest = []
-    for t in json.loads(proc.stdout):
+    for t in tests:
         if not is_cgroup_test(t):
             continue
-        name = re.sub(r'[^A-Za-z0-9_.-]', '_', t['name'])
+        name = safe_name(t['name'])
         files = os.path.join(unit, name)
         os.makedirs(files, exist_ok=True)
         roots = (build_root, source_root)
@@ -147,6 +159,57 @@ def stage_unit_tests(meson, build_root, source_root, share):
                          'timeout': int(t.get('timeout') or 60)})
         log(f'staged unit test {name}: {" ".join(argv)}')
     with open(os.path.join(unit, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=1)
+    return [m['name'] for m in manifest]
+
+
+def is_classify_test(t):
+    # The -nocg variants take the path without cgroups, the same on v1 and
+    # v2: the host runs them. Node.js is not in the guest image (its v2
+    # behaviour is the C worker's): test_node.py stays on the host.
+    return (t['name'].startswith('classify-') and not t['name'].endswith('-nocg')
+            and not any(a.endswith('test_node.py') for a in t['cmd']))
+
+
+def installed(value, build_root, share):
+    """The guest path of the installed copy (in the stage) of a build-tree
+    executable named in a test's environment, e.g. CORRALD: the guest runs
+    what `meson install` put there, as users do."""
+    real = os.path.realpath(value)
+    if not real.startswith(os.path.realpath(build_root) + '/'):
+        return value
+    stage = os.path.join(share, 'stage')
+    for root, _, files in os.walk(stage):
+        if os.path.basename(real) in files:
+            return '/' + os.path.relpath(os.path.join(root, os.path.basename(real)), stage)
+    raise RuntimeError(f'{value} is not installed: cannot run it in the guest')
+
+
+def stage_classify_tests(tests, build_root, source_root, share):
+    """The classification tests (tests/integration/classify) on cgroup v2:
+    the Python harness goes onto the share, the executables they start are
+    the installed ones."""
+    src = os.path.join(source_root, 'tests', 'integration')
+    dst = os.path.join(share, 'integration')
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns('__pycache__', 'meson.build'))
+    os.makedirs(os.path.join(share, 'classify'), exist_ok=True)
+    manifest = []
+    for t in tests:
+        if not is_classify_test(t):
+            continue
+        script = os.path.relpath(os.path.realpath(t['cmd'][1]), os.path.realpath(src))
+        if script.startswith('..'):
+            raise RuntimeError(f'{t["name"]}: {t["cmd"][1]} is not under {src}')
+        argv = ['python3', f'{GUEST_SHARE}/integration/{script}'] + t['cmd'][2:]
+        env = {k: installed(v, build_root, share) if os.path.isabs(v) else v
+               for k, v in (t.get('env') or {}).items()}
+        # The guest is emulated on a shared host: waits for an event get
+        # three times longer (corraltest.WAIT_SCALE), and so does the case.
+        env['CORRAL_TEST_WAIT_SCALE'] = '3'
+        manifest.append({'name': safe_name(t['name']), 'argv': argv, 'env': env,
+                         'timeout': 2 * int(t.get('timeout') or 60)})
+        log(f'staged classify test {t["name"]}: {" ".join(argv)}')
+    with open(os.path.join(share, 'classify', 'manifest.json'), 'w') as f:
         json.dump(manifest, f, indent=1)
     return [m['name'] for m in manifest]
 
@@ -273,20 +336,23 @@ def main():
     shutil.rmtree(share, ignore_errors=True)
     os.makedirs(share)
     cache = os.environ.get('CORRAL_VM_CACHE', '/var/cache/corral-vm')
-    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '420'))
+    timeout = int(os.environ.get('CORRAL_VM_TIMEOUT', '1500'))
 
     try:
         img, t_image = ensure_image(cache, work)
         log(f'image {img} ' +
             (f'built in {t_image:.1f} s' if t_image else 'reused'))
         stage_install(meson, args.build_root, share)
-        units = stage_unit_tests(meson, args.build_root, args.source_root,
+        tests = meson_tests(meson, args.build_root)
+        units = stage_unit_tests(tests, args.build_root, args.source_root,
                                  share)
+        classify = stage_classify_tests(tests, args.build_root,
+                                        args.source_root, share)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f'VM test setup failed: {e}')
         return 1
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
-    expected = expected_checks() + ['unit-' + u for u in units]
+    expected = expected_checks() + ['unit-' + u for u in units] + classify
 
     rc, t_vm, console = boot(img, share, work, timeout)
     results = os.path.join(share, 'results.txt')

@@ -21,6 +21,12 @@ timeout 600 /bin/bash "$share/guest/checks.sh" "$share"
 echo "# checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 timeout 300 /bin/bash "$share/guest/unit-tests.sh" "$share"
 echo "# unit tests exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
+# The classification tests on cgroup v2. They make their test groups at the
+# root, as on a v2 host: memory must be enabled in the root's subtree (a
+# systemd host enables it once any unit uses memory accounting).
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+timeout 600 /bin/bash "$share/guest/unit-tests.sh" "$share" classify "" noskip
+echo "# classify tests exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 
 journalctl -b --no-pager > "$share/journal.txt" 2>&1
 journalctl -b -u corral.service -u corral.socket -o verbose --no-pager \
