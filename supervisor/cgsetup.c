@@ -688,11 +688,12 @@ void cr_cg_done(struct cr_supervisor *sup)
             cr_cgroup_remove(cg, 0);
         cr_cgroup_free(cg);
         free(shared);
+        /* The lock goes last: the subtree is ours until it is gone. */
+        if (sup->cg_lock_fd >= 0)
+            close(sup->cg_lock_fd);
+        sup->cg_lock_fd = -1;
     }
     sup->cg_workers = cr_cgroup_free(sup->cg_workers);
-    if (sup->cg_lock_fd >= 0)
-        close(sup->cg_lock_fd);
-    sup->cg_lock_fd = -1;
     if (sup->cg_base_created) {
         struct cr_cgroup *base = NULL;
         if (cr_cgroup_open(sup->cg_base, false, &base) == 0)
