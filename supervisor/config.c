@@ -25,6 +25,8 @@ enum opt_type {
     OPT_BOOL,     /* bool flag */
     OPT_BALANCE,  /* enum cr_balance */
     OPT_LEVEL,    /* log level name */
+    OPT_READY,    /* readiness mode: auto, notify, exec, delay:DURATION */
+    OPT_WORKERS,  /* a count, or "auto" (0: one per core) */
     OPT_ENV,      /* char ** list of KEY=VALUE; repeatable, appends */
     OPT_NAMES,    /* char ** list of variable names; repeatable, appends */
 };
@@ -50,7 +52,7 @@ struct opt {
 
 static const struct opt opts[] = {
     {"config", 'c', OPT_STR, OFF(config_file), 0, 0, false, "FILE", "JSON config file; flags win over it"},
-    {"workers", 'w', OPT_UINT, OFF(workers), 0, 4096, true, "N", "worker processes (default: available cores)"},
+    {"workers", 'w', OPT_WORKERS, OFF(workers), 1, 4096, true, "N|auto", "worker processes; auto = one per core (default)"},
     {"listen", 'l', OPT_STR, OFF(listen), 0, 0, false, "HOST:PORT", "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
     {"balance", 0, OPT_BALANCE, OFF(balance), 0, 0, false, "MODE", "shared (one accept queue) or reuseport (a socket per worker)"},
     {"control", 0, OPT_STR, OFF(control), 0, 0, false, "PATH", "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
@@ -59,7 +61,9 @@ static const struct opt opts[] = {
     {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 1, 4096, false, "N", "concurrent control clients (default 128)"},
     {"control-idle-timeout", 0, OPT_MS, OFF(control_idle_ms), DUR(100), false, "SEC", "close a control client silent this long (default 60; events subscribers excepted)"},
     {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
-    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), DUR(1), true, "SEC", "a worker not READY by then is killed (default 30)"},
+    {"ready", 0, OPT_READY, OFF(ready), 0, 0, true, "MODE", "when a worker is ready: notify (READY=1), exec, delay:DURATION, or auto: notify if it speaks the protocol, else after 1 s of silence (default auto)"},
+    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), DUR(1), true, "SEC", "a worker that announces readiness and is not READY by then is killed (default 30)"},
+    {"min-uptime", 0, OPT_MS, OFF(min_uptime_ms), DUR(0), true, "SEC", "a death this long after ready is replaced at once and not counted as a crash (default 1)"},
     {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), DUR(1), true, "SEC", "drain time before SIGKILL (default 10)"},
     {"watchdog", 0, OPT_MS, OFF(watchdog_ms), DUR(0), true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
     {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), DUR(0), true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
@@ -68,7 +72,7 @@ static const struct opt opts[] = {
     {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), DUR(0), true, "SEC", "uptime that resets the backoff (default 30)"},
     {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1, CR_RESTART_MAX_BUDGET, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},
     {"crash-window", 0, OPT_MS, OFF(crash_window_ms), DUR(0), true, "SEC", "window of the crash budget (default 30)"},
-    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), DUR(0), true, "SEC", "retry period of a failed worker (default 60)"},
+    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), DUR(0), true, "SEC", "longest retry period of a failed worker: 2 s, doubling to this (default 60)"},
     {"threadpool", 0, OPT_UINT, OFF(threadpool), 0, 1024, true, "N", "UV_THREADPOOL_SIZE for workers (default: unset)"},
     {"memory-max", 0, OPT_SIZE, OFF(memory_max), SZ, true, "SIZE", "per-worker cgroup hard limit (K/M/G/T)"},
     {"memory-high", 0, OPT_SIZE, OFF(memory_high), SZ, true, "SIZE", "per-worker memory.high (cgroup v2)"},
@@ -108,6 +112,23 @@ const char *cr_balance_to_string(enum cr_balance b)
     return b < _CR_BALANCE_MAX ? balance_names[b] : "?";
 }
 
+static const char *const ready_names[_CR_READY_MAX] = {
+    [CR_READY_AUTO] = "auto",
+    [CR_READY_NOTIFY] = "notify",
+    [CR_READY_EXEC] = "exec",
+    [CR_READY_DELAY] = "delay",
+};
+
+const char *cr_ready_to_string(enum cr_ready_mode m, uint64_t delay_ms, char *buf, size_t len)
+{
+    if (m == CR_READY_DELAY)
+        snprintf(buf, len, "delay:%llums", (unsigned long long)delay_ms);
+    else
+        snprintf(buf, len, "%s", m < _CR_READY_MAX ? ready_names[m] : "?");
+    return buf;
+}
+
+
 void cr_config_init(struct cr_config *cfg)
 {
     *cfg = (struct cr_config){
@@ -116,6 +137,7 @@ void cr_config_init(struct cr_config *cfg)
         .control_max_clients = 128,
         .control_idle_ms = 60000,
         .start_timeout_ms = 30000,
+        .min_uptime_ms = 1000,
         .stop_timeout_ms = 10000,
         .watchdog_ms = 5000,
         .hang_timeout_ms = 30000,
@@ -210,7 +232,7 @@ static enum cr_units_kind kind_of(const struct opt *o)
 
 static bool numeric(const struct opt *o)
 {
-    return o->type == OPT_UINT || o->type == OPT_U64 || kind_of(o) != CR_UNITS_NUMBER;
+    return o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_U64 || kind_of(o) != CR_UNITS_NUMBER;
 }
 
 /* Parses a numeric option's value within its range; the message is the
@@ -247,6 +269,45 @@ static const struct opt *find_opt(const char *name, size_t len)
         if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
             return &opts[i];
     return NULL;
+}
+
+static int set_ready(struct cr_config *cfg, const char *value, char *err, size_t errlen)
+{
+    for (int i = 0; i < _CR_READY_MAX; i++)
+        if (i != CR_READY_DELAY && strcmp(value, ready_names[i]) == 0) {
+            cfg->ready = (enum cr_ready_mode)i;
+            cfg->ready_delay_ms = 0;
+            return 0;
+        }
+    uint64_t ms;
+    if (strncmp(value, "delay:", 6) == 0 &&
+        cr_units_parse_ms(value + 6, 1000, CR_MAX_DURATION_MS, &ms) == 0) {
+        cfg->ready = CR_READY_DELAY;
+        cfg->ready_delay_ms = ms;
+        return 0;
+    }
+    return fail(err, errlen, "--ready: '%s' is not notify, exec, delay:DURATION (delay:2s) or auto",
+                value);
+}
+
+/* --workers: a count 1..4096, or auto (0: one per core). */
+static int set_workers(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+                       size_t errlen)
+{
+    uint64_t v;
+    if (strcmp(value, "auto") == 0) {
+        cfg->workers = 0;
+        return 0;
+    }
+    int r = parse_number(o, value, &v, err, errlen);
+    if (r < 0) {
+        if (value[0] && strspn(value, "0123456789") == strlen(value))
+            fail(err, errlen, "--workers: %s is out of range 1..%llu (auto: one per core)", value,
+                 (unsigned long long)o->max);
+        return r;
+    }
+    cfg->workers = (unsigned)v;
+    return 0;
 }
 
 /* A portable environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
@@ -354,6 +415,10 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
         else
             return fail(err, errlen, "--%s: '%s' is not true or false", o->name, value);
         return 0;
+    case OPT_READY:
+        return set_ready(cfg, value, err, errlen);
+    case OPT_WORKERS:
+        return set_workers(cfg, o, value, err, errlen);
     case OPT_BALANCE:
         for (int i = 0; i < _CR_BALANCE_MAX; i++)
             if (strcmp(value, balance_names[i]) == 0) {
@@ -560,8 +625,33 @@ static bool instance_valid(const char *s)
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == n;
 }
 
+/* HOST:PORT ([V6]:PORT), port 0..65535 (0: any free port); one line that
+ * names the option and the range, before anything is opened. */
+static int check_listen(const char *hostport, char *err, size_t errlen)
+{
+    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+    if (!hostport)
+        return 0;
+    if (!colon || colon == hostport || !colon[1])
+        return fail(err, errlen, "--listen: '%s' is not HOST:PORT (127.0.0.1:8080, [::1]:8080)",
+                    hostport);
+    if (hostport[0] == '[' && colon[-1] != ']')
+        return fail(err, errlen, "--listen: '%s' is not [IPV6]:PORT", hostport);
+    uint64_t port;
+    int r = cr_units_parse_uint(colon + 1, 0, UINT64_MAX, &port);
+    if (r < 0)
+        return fail(err, errlen, "--listen: port '%s' is not a number", colon + 1);
+    if (port > 65535)
+        return fail(err, errlen, "--listen: port %s is out of range 1..65535 (0: any free port)",
+                    colon + 1);
+    return 0;
+}
+
 int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
 {
+    int r = check_listen(cfg->listen, err, errlen);
+    if (r < 0)
+        return r;
     if (cfg->memory_soft_pct) {
         if (!cfg->memory_max)
             return fail(err, errlen, "--memory-soft %u%% needs --memory-max",
@@ -652,6 +742,16 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
             break;
         case OPT_BALANCE:
             cJSON_AddStringToObject(obj, o->name, cr_balance_to_string(cfg->balance));
+            break;
+        case OPT_READY: {
+            char buf[48];
+            cJSON_AddStringToObject(obj, o->name,
+                                    cr_ready_to_string(cfg->ready, cfg->ready_delay_ms, buf,
+                                                       sizeof(buf)));
+            break;
+        }
+        case OPT_WORKERS:
+            cJSON_AddNumberToObject(obj, o->name, *(const unsigned *)field);
             break;
         case OPT_ENV:
         case OPT_NAMES: {

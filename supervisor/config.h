@@ -18,6 +18,22 @@ enum cr_balance {
     _CR_BALANCE_MAX,
 };
 
+/* When a worker counts as ready (--ready); docs/worker-protocol.md. */
+enum cr_ready_mode {
+    CR_READY_AUTO,   /* notify if it speaks the protocol, else ready after a silent grace */
+    CR_READY_NOTIFY, /* READY=1, under the start timeout */
+    CR_READY_EXEC,   /* once exec succeeded */
+    CR_READY_DELAY,  /* after ready_delay_ms alive */
+    _CR_READY_MAX,
+};
+
+/* auto: a worker silent this long after exec is taken as ready. One second:
+ * long enough for a worker that speaks the protocol to say its first word
+ * (the reference worker and the Node agent do within milliseconds), short
+ * enough that a plain app serves soon; connections made meanwhile wait in
+ * the shared accept queue. */
+#define CR_READY_AUTO_GRACE_MS 1000
+
 struct cr_config {
     unsigned workers;          /* 0 = uv_available_parallelism() */
     char *listen;              /* HOST:PORT */
@@ -29,7 +45,10 @@ struct cr_config {
     uint64_t control_idle_ms;   /* a control client silent this long is closed */
     char *metrics_listen;      /* HOST:PORT of the Prometheus listener, or NULL */
 
-    uint64_t start_timeout_ms;
+    uint64_t start_timeout_ms; /* applies where readiness is announced */
+    enum cr_ready_mode ready;
+    uint64_t ready_delay_ms;   /* CR_READY_DELAY */
+    uint64_t min_uptime_ms;    /* a death this long after ready is not a crash loop */
     uint64_t stop_timeout_ms;
     uint64_t watchdog_ms;      /* silence after which a worker is "blocked"; 0 = off */
     uint64_t hang_timeout_ms;  /* silence after which it is killed; 0 = never */
@@ -114,6 +133,8 @@ uint64_t cr_config_heap_limit(const struct cr_config *cfg);
 void cr_config_usage(FILE *f, const char *prog);
 
 const char *cr_balance_to_string(enum cr_balance b);
+/* "auto", "notify", "exec" or "delay:<ms>ms" into buf. */
+const char *cr_ready_to_string(enum cr_ready_mode m, uint64_t delay_ms, char *buf, size_t len);
 
 /* Adds the config as a JSON object's members (for `status`). */
 struct cJSON;

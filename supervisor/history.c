@@ -140,6 +140,12 @@ static bool add_status(cJSON *o, const struct cr_postmortem *pm)
     return ok;
 }
 
+/* A figure the worker reported, or null: never a made-up 0. */
+static bool add_known(cJSON *o, const char *k, bool known, uint64_t v)
+{
+    return known ? add_num(o, k, (double)v) : cJSON_AddNullToObject(o, k) != NULL;
+}
+
 static bool add_memory(cJSON *o, const struct cr_postmortem *pm)
 {
     return add_num(o, "rss_bytes", (double)pm->rss) &&
@@ -148,11 +154,11 @@ static bool add_memory(cJSON *o, const struct cr_postmortem *pm)
            add_limit(o, "cg_limit_bytes", pm->cg_limit) && add_memstat(o, &pm->memstat) &&
            add_oom(o, "oom_own", &pm->oom_own) && add_oom(o, "oom_ancestor", &pm->oom_ancestor) &&
            add_num(o, "oom_system_kills", (double)pm->oom_system) &&
-           add_num(o, "heap_used_bytes", (double)pm->heap_used) &&
-           add_num(o, "heap_total_bytes", (double)pm->heap_total) &&
+           add_known(o, "heap_used_bytes", !pm->heap_unknown, pm->heap_used) &&
+           add_known(o, "heap_total_bytes", !pm->heap_unknown, pm->heap_total) &&
            add_limit(o, "heap_limit_bytes", pm->heap_limit) &&
-           add_num(o, "external_bytes", (double)pm->external) &&
-           add_num(o, "loop_delay_max_us", (double)pm->loop_delay_max_us);
+           add_known(o, "external_bytes", !pm->heap_unknown, pm->external) &&
+           add_known(o, "loop_delay_max_us", !pm->loop_unknown, pm->loop_delay_max_us);
 }
 
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)

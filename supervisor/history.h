@@ -57,7 +57,10 @@ struct cr_postmortem {
     struct cr_oom_delta oom_ancestor;
     uint64_t oom_system;
 
-    /* Last heap report from the worker (0 = never reported). */
+    /* Last heap report from the worker (0 = never reported; with
+     * heap_unknown / loop_unknown set, the JSON says null instead). */
+    bool heap_unknown;
+    bool loop_unknown;
     uint64_t heap_used;
     uint64_t heap_total;
     uint64_t heap_limit;

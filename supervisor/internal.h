@@ -67,6 +67,13 @@ struct cr_worker {
     uint64_t vmstat_oom0;
     bool heartbeats;                /* the worker has sent WATCHDOG=1 */
 
+    /* Readiness (--ready), fixed for a generation at its spawn. */
+    enum cr_ready_mode ready_mode;
+    bool spoke;       /* it has sent a notify message */
+    bool announced;   /* its readiness comes by READY=1, under the start timeout */
+    bool unannounced; /* ready without READY=1 (assumed by its mode) */
+    uint64_t heap_limit_given; /* the heap limit corrald passed (--node-heap); 0 = none */
+
     bool closing; /* the deadline timer is closing; freed in its close_cb */
 
     /* Timing (loop ms, and wall ms for reports). */
@@ -104,7 +111,7 @@ struct cr_worker {
 
     /* Memory watch. */
     struct cr_trend_ring *samples;
-    uint64_t rss, cg_usage, cg_peak, cg_limit;
+    uint64_t rss, cg_usage, cg_peak, cg_limit; /* the last readings that succeeded */
     unsigned soft_over; /* consecutive samples above the soft limit */
     int verdict;        /* enum cr_verdict */
     char verdict_text[256];

@@ -1,6 +1,7 @@
 #include "lifecycle.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define T(n, a) (&(const struct cr_transition){.next = CR_WS_##n, .action = CR_WA_##a})
 
@@ -17,12 +18,16 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     },
     [CR_WS_STARTING] = {
         [CR_WE_READY] = T(READY, BECOME_READY),
-        [CR_WE_DEADLINE] = T(STARTING, KILL_START_TIMEOUT),
+        [CR_WE_SPOKE] = T(STARTING, ANNOUNCE),
+        [CR_WE_DEADLINE] = T(STARTING, STARTING_DEADLINE),
+        [CR_WE_START_TIMEOUT] = T(STARTING, KILL_START_TIMEOUT),
+        [CR_WE_ASSUME_READY] = T(READY, ASSUME_READY),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
     },
     [CR_WS_READY] = {
+        [CR_WE_READY] = T(READY, LATE_READY),
         [CR_WE_WATCHDOG] = T(READY, ARM_WATCHDOG),
         [CR_WE_DEADLINE] = T(BLOCKED, FLAG_BLOCKED),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
@@ -44,6 +49,7 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     },
     [CR_WS_EXITED] = {
         [CR_WE_RESTART] = T(BACKOFF, ARM_RESTART),
+        [CR_WE_REPLACE] = T(BACKOFF, ARM_RESTART),
         [CR_WE_BUDGET_SPENT] = T(FAILED, MARK_FAILED),
         [CR_WE_RETIRE] = T(GONE, REMOVE),
     },
@@ -76,7 +82,8 @@ static const struct {
 } states[_CR_WS_MAX] = {
     [CR_WS_NEW] = {"new", .unseen = true},
     [CR_WS_PENDING] = {"pending"},
-    [CR_WS_STARTING] = {"starting", .process = true, .deadline = "start timeout"},
+    [CR_WS_STARTING] = {"starting", .process = true,
+                        .deadline = "start timeout, or readiness assumed by --ready"},
     [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
     [CR_WS_BLOCKED] = {"blocked", .process = true, .deadline = "hang timeout"},
     [CR_WS_DRAINING] = {"draining", .process = true, .deadline = "stop timeout"},
@@ -119,6 +126,10 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_RESTART] = "restart",
     [CR_WE_BUDGET_SPENT] = "budget-spent",
     [CR_WE_RETIRE] = "retire",
+    [CR_WE_SPOKE] = "spoke",
+    [CR_WE_START_TIMEOUT] = "start-timeout",
+    [CR_WE_ASSUME_READY] = "assume-ready",
+    [CR_WE_REPLACE] = "replace",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -139,6 +150,10 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_ARM_RESTART] = "arm-restart",
     [CR_WA_MARK_FAILED] = "mark-failed",
     [CR_WA_REMOVE] = "remove",
+    [CR_WA_STARTING_DEADLINE] = "starting-deadline",
+    [CR_WA_ANNOUNCE] = "announce",
+    [CR_WA_ASSUME_READY] = "assume-ready",
+    [CR_WA_LATE_READY] = "late-ready",
 };
 
 const char *cr_wstate_to_string(enum cr_wstate s)
@@ -180,22 +195,47 @@ static unsigned deaths_in_window(struct cr_restart_state *st, uint64_t now_ms, u
     return n;
 }
 
+uint64_t cr_failed_retry_delay(const struct cr_restart_policy *p, unsigned n)
+{
+    uint64_t cap = p->failed_retry_ms;
+    uint64_t d = CR_FAILED_RETRY_INITIAL_MS < cap ? CR_FAILED_RETRY_INITIAL_MS : cap;
+    for (unsigned i = 1; i < n && d < cap; i++)
+        d *= 2;
+    return d < cap ? d : cap;
+}
+
+struct cr_restart_decision cr_restart_fail(const struct cr_restart_policy *p,
+                                           struct cr_restart_state *st, bool crash_loop)
+{
+    if (st->failed_streak < UINT32_MAX)
+        st->failed_streak++;
+    return (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
+                                        .delay_ms = cr_failed_retry_delay(p, st->failed_streak),
+                                        .crash_loop = crash_loop};
+}
+
 struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
                                              struct cr_restart_state *st, uint64_t now_ms,
-                                             uint64_t uptime_ms, bool planned)
+                                             const struct cr_life *life)
 {
-    if (planned)
+    if (life->planned)
         return (struct cr_restart_decision){.event = CR_WE_RESTART, .delay_ms = 0};
+    if (life->ready && life->served_ms >= p->min_uptime_ms) {
+        /* It served: whatever killed it (OOM, an outside signal, a hang
+         * kill) is not a crash loop. Replace it at once; start over. */
+        st->consecutive = 0;
+        st->failed_streak = 0;
+        return (struct cr_restart_decision){.event = CR_WE_REPLACE, .delay_ms = 0};
+    }
 
-    if (uptime_ms >= p->backoff_reset_ms)
+    if (life->uptime_ms >= p->backoff_reset_ms)
         st->consecutive = 0;
     st->consecutive++;
     st->deaths[cr_ring_push(&st->ring, CR_RING_CAP(st->deaths))] = now_ms;
 
     unsigned budget = p->budget < CR_RESTART_MAX_BUDGET ? p->budget : CR_RESTART_MAX_BUDGET;
     if (deaths_in_window(st, now_ms, p->window_ms) > budget)
-        return (struct cr_restart_decision){
-            .event = CR_WE_BUDGET_SPENT, .delay_ms = p->failed_retry_ms, .crash_loop = true};
+        return cr_restart_fail(p, st, true);
     return (struct cr_restart_decision){.event = CR_WE_RESTART,
                                         .delay_ms = cr_backoff_delay(p, st->consecutive)};
 }

@@ -22,10 +22,16 @@
  *   4. add the events that enter and leave it (CR_WE_<NAME> before
  *      _CR_WE_MAX, with a name) and any new action (CR_WA_<NAME>, a name,
  *      and its function in supervisor.c's action list).
- * The invariant tests then say what is missing. A readiness mode that
- * assumes readiness without READY=1 is a cell like STARTING × DEADLINE →
- * ready; a promotion is an event out of the spare state; a different
- * crash-loop policy is a different cell for CR_WE_BUDGET_SPENT.
+ * The invariant tests then say what is missing.
+ *
+ * Readiness modes (--ready) are cells too. In `starting` the deadline is
+ * either the start timeout (readiness is announced: notify mode, or auto
+ * mode once the worker said anything) or the moment readiness is assumed
+ * (exec: at once; delay:D; auto: the silence grace). The deadline's action
+ * tells which and answers START_TIMEOUT or ASSUME_READY; the first message
+ * of an auto worker is the SPOKE event. The crash-loop policy answers a
+ * death with RESTART (counted), REPLACE (the worker had served: not
+ * counted, at once) or BUDGET_SPENT.
  */
 #pragma once
 
@@ -37,7 +43,8 @@
 enum cr_wstate {
     CR_WS_NEW,      /* created, nothing spawned yet (within one call: start or retire) */
     CR_WS_PENDING,  /* queued for a spawn turn: spawns are paced, a few per loop turn */
-    CR_WS_STARTING, /* forked, exec'd, waiting for READY=1; deadline = start timeout */
+    CR_WS_STARTING, /* forked, exec'd, not ready yet; deadline = start timeout, or the
+                       moment its readiness mode assumes it ready */
     CR_WS_READY,    /* serving; deadline = watchdog silence */
     CR_WS_BLOCKED,  /* serving but silent past the watchdog; deadline = hang kill */
     CR_WS_DRAINING, /* SIGTERM sent; deadline = stop timeout */
@@ -62,6 +69,11 @@ enum cr_wevent {
     CR_WE_BUDGET_SPENT, /* the restart policy: more deaths than the budget allows, or a
                            death no retry can fix (exec failure) */
     CR_WE_RETIRE,       /* nothing follows: stopping, scaled down, handed over */
+    CR_WE_SPOKE,        /* the first message of a worker whose readiness mode waits to see
+                           whether it speaks the protocol (auto) */
+    CR_WE_START_TIMEOUT,  /* the starting deadline, where readiness is announced */
+    CR_WE_ASSUME_READY,   /* the starting deadline, where the mode assumes readiness */
+    CR_WE_REPLACE,      /* the restart policy: the worker had served; at once, not counted */
     _CR_WE_MAX,
 };
 
@@ -83,6 +95,10 @@ enum cr_waction {
     CR_WA_ARM_RESTART,        /* arm the restart deadline the policy chose */
     CR_WA_MARK_FAILED,        /* log and report "failed"; arm the slow-retry deadline */
     CR_WA_REMOVE,             /* unlink and free a worker without process */
+    CR_WA_STARTING_DEADLINE,  /* → START_TIMEOUT if readiness is announced, else ASSUME_READY */
+    CR_WA_ANNOUNCE,           /* it speaks: wait for READY=1, under the start timeout */
+    CR_WA_ASSUME_READY,       /* ready by its mode, not by READY=1 (`unannounced`) */
+    CR_WA_LATE_READY,         /* READY=1 after readiness was assumed: announced after all */
     _CR_WA_MAX,
 };
 
@@ -115,19 +131,23 @@ struct cr_restart_policy {
     uint64_t backoff_reset_ms; /* uptime that counts as stable */
     unsigned budget;           /* more than `budget` unplanned deaths ... */
     uint64_t window_ms;        /* ... within this window → failed */
-    uint64_t failed_retry_ms;
+    uint64_t failed_retry_ms;  /* the cap of a failed worker's retry backoff */
+    uint64_t min_uptime_ms;    /* a death this long after ready is not counted */
 };
 
 #define CR_RESTART_MAX_BUDGET 64
+/* A failed worker is retried after this, doubling to failed_retry_ms. */
+#define CR_FAILED_RETRY_INITIAL_MS 2000
 
 struct cr_restart_state {
     unsigned consecutive;                       /* unplanned deaths since the last stable run */
+    unsigned failed_streak;                     /* budget-spent decisions since it last served */
     uint64_t deaths[CR_RESTART_MAX_BUDGET + 1]; /* times of recent unplanned deaths ... */
     struct cr_ring ring;                        /* ... and which of them are in use */
 };
 
 struct cr_restart_decision {
-    enum cr_wevent event; /* CR_WE_RESTART or CR_WE_BUDGET_SPENT */
+    enum cr_wevent event; /* CR_WE_RESTART, CR_WE_REPLACE or CR_WE_BUDGET_SPENT */
     uint64_t delay_ms;    /* time until the next start */
     bool crash_loop;      /* the budget was just exceeded */
 };
@@ -136,10 +156,31 @@ struct cr_restart_decision {
  * (a lone death restarts at once), then initial · 2^(n-2), capped. */
 uint64_t cr_backoff_delay(const struct cr_restart_policy *p, unsigned n);
 
-/* Records a death at now_ms after uptime_ms of life and decides what
- * follows. Planned deaths (recycles, stops) restart at once and never count
- * against the budget; a stable run (uptime ≥ backoff_reset_ms) resets the
- * backoff before this death is counted. */
+/* What the policy knows of one life. */
+struct cr_life {
+    uint64_t uptime_ms; /* spawn to death */
+    bool ready;         /* it became ready (announced or assumed) */
+    uint64_t served_ms; /* ready to death */
+    bool planned;       /* corrald retired it on purpose (recycle, stop) */
+};
+
+/* Records a death at now_ms and decides what follows:
+ *  - planned: RESTART at once, not counted;
+ *  - unplanned after serving at least min_uptime_ms: REPLACE at once, not
+ *    counted, and the backoff and the failed streak start over (an OOM or
+ *    an outside kill of a worker that served is bad luck, not a loop);
+ *  - otherwise (before ready, or soon after): counted; a stable run
+ *    (uptime >= backoff_reset_ms) resets the backoff first; more than
+ *    `budget` counted deaths in the window is BUDGET_SPENT, with the
+ *    failed retry delay (cr_failed_retry_delay), else RESTART after the
+ *    backoff. */
 struct cr_restart_decision cr_restart_decide(const struct cr_restart_policy *p,
                                              struct cr_restart_state *st, uint64_t now_ms,
-                                             uint64_t uptime_ms, bool planned);
+                                             const struct cr_life *life);
+
+/* The BUDGET_SPENT decision for a death no fast retry can fix (an exec
+ * failure), or the budget spent: the n-th failure in a row waits
+ * CR_FAILED_RETRY_INITIAL_MS · 2^(n-1), capped at failed_retry_ms. */
+struct cr_restart_decision cr_restart_fail(const struct cr_restart_policy *p,
+                                           struct cr_restart_state *st, bool crash_loop);
+uint64_t cr_failed_retry_delay(const struct cr_restart_policy *p, unsigned n);

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "cgsetup.h"
@@ -147,6 +149,31 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     return 0;
 }
 
+/* The directory of the control socket must exist: say so by the option's
+ * name, not by errno text about a lock file. */
+static int check_control_dir(const struct cr_config *cfg, char *err, size_t errlen)
+{
+    if (!cfg->control || !strchr(cfg->control, '/'))
+        return 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", cfg->control);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        snprintf(err, errlen, "--control: directory %.400s does not exist", dir);
+        return -ENOENT;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--control: %.400s is not a directory", dir);
+        return -ENOTDIR;
+    }
+    return 0;
+}
+
 static int load_file(struct cr_config *cfg, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");
@@ -206,6 +233,8 @@ int main(int argc, char **argv)
     }
     if (r >= 0)
         r = cr_config_finish(&sup.cfg, err, sizeof(err));
+    if (r >= 0)
+        r = check_control_dir(&sup.cfg, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "corrald: %s\nTry 'corrald --help'.\n", err[0] ? err : strerror(-r));
         cr_config_done(&sup.cfg);
@@ -224,7 +253,8 @@ int main(int argc, char **argv)
     if (r >= 0)
         cr_memwatch_start(wi.mw);
     if (r < 0) {
-        cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
+        if (r != -ECANCELED) /* -ECANCELED: the cause was logged where it was found */
+            cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
         /* Kill whatever was started before the failure; nothing may outlive us. */
         cr_supervisor_stop(&sup);
         uv_run(loop, UV_RUN_DEFAULT);

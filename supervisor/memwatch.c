@@ -78,8 +78,10 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
     if (!w->soft_over)
         w->soft_crossed_at = cr_now_ms(sup);
     w->soft_over++;
+    /* A starting worker is recycled too: growing past the soft limit
+     * before it is ready is no reason to wait for the kernel's kill. */
     if (w->soft_over < sup->cfg.soft_samples || w->recycle_queued || w->replaced_by ||
-        (w->state != CR_WS_READY && w->state != CR_WS_BLOCKED))
+        (w->state != CR_WS_READY && w->state != CR_WS_BLOCKED && w->state != CR_WS_STARTING))
         return;
     char u[32], l[32], why[160];
     fmt_mib(u, sizeof(u), usage);
@@ -100,7 +102,13 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
         return;
     if (!w->samples && cr_trend_ring_new(sup->cfg.sample_ring, &w->samples) < 0)
         return;
-    w->rss = sup->cfg.pss ? read_pss(w->pid) : read_rss(w->pid);
+    /* A process that has exited but is not reaped yet reads as 0 resident
+     * bytes, and its group as nearly empty: keep the last live readings,
+     * which are what the post-mortem should carry. */
+    uint64_t rss = sup->cfg.pss ? read_pss(w->pid) : read_rss(w->pid);
+    if (!rss)
+        return;
+    w->rss = rss;
     if (w->cg) {
         uint64_t u = 0;
         if (cr_cgroup_read_usage(w->cg, &u) == 0)

@@ -18,7 +18,10 @@ typedef double (*getter)(const struct cr_worker_view *w);
 static double g_rss(const struct cr_worker_view *w) { return (double)w->rss; }
 static double g_heap_used(const struct cr_worker_view *w) { return (double)w->last.heap_used; }
 static double g_heap_total(const struct cr_worker_view *w) { return (double)w->last.heap_total; }
-static double g_heap_limit(const struct cr_worker_view *w) { return (double)w->last.heap_limit; }
+static double g_heap_limit(const struct cr_worker_view *w)
+{
+    return (double)(w->last.present & CR_NF_HEAP_LIMIT ? w->last.heap_limit : w->heap_limit_given);
+}
 static double g_external(const struct cr_worker_view *w) { return (double)w->last.external; }
 static double g_cg_usage(const struct cr_worker_view *w) { return (double)w->cg_usage; }
 static double g_cg_limit(const struct cr_worker_view *w) { return (double)w->cg_limit; }
@@ -30,25 +33,40 @@ static double g_oom(const struct cr_worker_view *w) { return w->oom_kills; }
 static double g_pool(const struct cr_worker_view *w) { return (double)w->last.pool_queue; }
 static double g_gen(const struct cr_worker_view *w) { return w->generation; }
 
+/* Pseudo-bits for known(): figures corrald measures or derives itself. */
+#define RSS_KNOWN (1u << 30)
+#define HEAP_LIMIT_KNOWN (1u << 31)
+
 static const struct {
     const char *name, *type, *help;
     getter get;
+    unsigned need; /* the report bit that makes it known (CR_NF_*); 0 = always known */
 } worker_metrics[] = {
-    {"corral_worker_memory_rss_bytes", "gauge", "Resident set size of the worker process.", g_rss},
-    {"corral_worker_heap_used_bytes", "gauge", "Managed heap in use, as the worker reports it.", g_heap_used},
-    {"corral_worker_heap_total_bytes", "gauge", "Managed heap reserved, as the worker reports it.", g_heap_total},
-    {"corral_worker_heap_limit_bytes", "gauge", "The worker's heap limit.", g_heap_limit},
-    {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.", g_external},
-    {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.", g_cg_usage},
-    {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).", g_cg_limit},
-    {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.", g_requests},
-    {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight},
-    {"corral_worker_event_loop_utilization_ratio", "gauge", "Event-loop utilization over the last report period.", g_elu},
-    {"corral_worker_restarts_total", "counter", "Restarts of this worker slot.", g_restarts},
-    {"corral_worker_oom_kills_total", "counter", "Kernel OOM kills of this worker slot (own, ancestor or system limit).", g_oom},
-    {"corral_worker_threadpool_queue", "gauge", "Jobs queued or running on the worker's thread pool.", g_pool},
-    {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen},
+    {"corral_worker_memory_rss_bytes", "gauge", "Resident set size of the worker process.", g_rss, RSS_KNOWN},
+    {"corral_worker_heap_used_bytes", "gauge", "Managed heap in use, as the worker reports it.", g_heap_used, CR_NF_HEAP_USED},
+    {"corral_worker_heap_total_bytes", "gauge", "Managed heap reserved, as the worker reports it.", g_heap_total, CR_NF_HEAP_TOTAL},
+    {"corral_worker_heap_limit_bytes", "gauge", "The worker's heap limit.", g_heap_limit, HEAP_LIMIT_KNOWN},
+    {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.", g_external, CR_NF_EXTERNAL},
+    {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.", g_cg_usage, 0},
+    {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).", g_cg_limit, 0},
+    {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.", g_requests, CR_NF_REQUESTS},
+    {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight, CR_NF_INFLIGHT},
+    {"corral_worker_event_loop_utilization_ratio", "gauge", "Event-loop utilization over the last report period.", g_elu, CR_NF_ELU},
+    {"corral_worker_restarts_total", "counter", "Restarts of this worker slot.", g_restarts, 0},
+    {"corral_worker_oom_kills_total", "counter", "Kernel OOM kills of this worker slot (own, ancestor or system limit).", g_oom, 0},
+    {"corral_worker_threadpool_queue", "gauge", "Jobs queued or running on the worker's thread pool.", g_pool, CR_NF_POOL_QUEUE},
+    {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen, 0},
 };
+
+/* Whether a worker's figure is known: an unknown one is left out, never 0. */
+static bool known(const struct cr_worker_view *w, unsigned need)
+{
+    if (need == RSS_KNOWN)
+        return w->rss != 0;
+    if (need == HEAP_LIMIT_KNOWN)
+        return (w->last.present & CR_NF_HEAP_LIMIT) || w->heap_limit_given;
+    return !need || (w->last.present & need);
+}
 
 /* The workers listed per worker: those with a process, not a replacement
  * still starting (its slot's current process is listed). A snapshot, taken
@@ -106,23 +124,26 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
     for (size_t m = 0; m < sizeof(worker_metrics) / sizeof(worker_metrics[0]); m++) {
         cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
         for (size_t i = 0; i < ws.n; i++)
-            cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name, ws.v[i].id,
-                worker_metrics[m].get(&ws.v[i]));
+            if (known(&ws.v[i], worker_metrics[m].need))
+                cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name,
+                               ws.v[i].id, worker_metrics[m].get(&ws.v[i]));
     }
     /* Three gauges, not one with a "quantile" label: that label belongs to
      * summaries, and these are a window's statistics, reset each report. */
     static const struct {
         const char *name, *help;
         size_t off;
+        unsigned need;
     } delays[] = {
-        {"corral_worker_loop_delay_p50_seconds", "Median event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p50_us)},
-        {"corral_worker_loop_delay_p99_seconds", "99th percentile event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p99_us)},
-        {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us)},
+        {"corral_worker_loop_delay_p50_seconds", "Median event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p50_us), CR_NF_DELAY_P50},
+        {"corral_worker_loop_delay_p99_seconds", "99th percentile event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p99_us), CR_NF_DELAY_P99},
+        {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us), CR_NF_DELAY_MAX},
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
         cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
         for (size_t i = 0; i < ws.n; i++)
-            cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
+            if (known(&ws.v[i], delays[d].need))
+                cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
                 (double)*(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off) / 1e6);
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",

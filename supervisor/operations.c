@@ -20,6 +20,7 @@
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "spawn.h"
 #include "supervisor.h"
 #include "view.h"
 #include "worker_io.h"
@@ -240,6 +241,19 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
     sup->target = sup->cfg.workers ? sup->cfg.workers : uv_available_parallelism();
     cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target,
            sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path);
+    /* A program that cannot be executed at all will not appear by
+     * retrying: refuse to run. Checked here, before any fork: spawns are
+     * paced and their exec result arrives later (worker_io.c). */
+    const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path;
+    char *path = NULL;
+    int r = cr_spawn_resolve(prog, &path);
+    if (r == 0 && access(path, X_OK) < 0 && (errno == ENOENT || errno == EACCES))
+        r = -errno;
+    free(path);
+    if (r == -ENOENT || r == -EACCES) {
+        cr_log(CR_LOG_ERR, "cannot execute %s: %s", prog, strerror(-r));
+        return -ECANCELED;
+    }
     for (unsigned i = 1; i <= sup->target; i++) {
         struct cr_worker *w = cr_worker_new(sup, (int)i);
         if (!w)

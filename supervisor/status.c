@@ -19,6 +19,29 @@ static void num(cJSON *o, const char *k, double v)
     cJSON_AddNumberToObject(o, k, v);
 }
 
+/* A figure the worker reports: null until it did (never a made-up 0). */
+static void reported(cJSON *o, const char *k, const struct cr_worker_view *v, unsigned bit,
+                     double value)
+{
+    if (v->last.present & bit)
+        num(o, k, value);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static void heap_limit(cJSON *o, const struct cr_worker_view *v)
+{
+    if (v->last.present & CR_NF_HEAP_LIMIT) {
+        num(o, "heap_limit_bytes", (double)v->last.heap_limit);
+        cJSON_AddStringToObject(o, "heap_limit_source", "reported");
+    } else if (v->heap_limit_given) {
+        num(o, "heap_limit_bytes", (double)v->heap_limit_given);
+        cJSON_AddStringToObject(o, "heap_limit_source", "passed");
+    } else {
+        cJSON_AddNullToObject(o, "heap_limit_bytes");
+    }
+}
+
 cJSON *cr_worker_json(const struct cr_worker *w)
 {
     struct cr_worker_view v;
@@ -36,13 +59,17 @@ cJSON *cr_worker_json(const struct cr_worker *w)
         num(o, "replaced_by_pid", v.replaced_by_pid);
     cJSON_AddBoolToObject(o, "retiring", v.retiring);
     cJSON_AddBoolToObject(o, "recycle_queued", v.recycle_queued);
-    num(o, "requests", (double)v.last.requests);
-    num(o, "inflight", (double)v.last.inflight);
-    num(o, "rss_bytes", (double)v.rss);
-    num(o, "heap_used_bytes", (double)v.last.heap_used);
-    num(o, "heap_total_bytes", (double)v.last.heap_total);
-    num(o, "heap_limit_bytes", (double)v.last.heap_limit);
-    num(o, "external_bytes", (double)v.last.external);
+    cJSON_AddBoolToObject(o, "unannounced", v.unannounced);
+    reported(o, "requests", &v, CR_NF_REQUESTS, (double)v.last.requests);
+    reported(o, "inflight", &v, CR_NF_INFLIGHT, (double)v.last.inflight);
+    if (v.rss)
+        num(o, "rss_bytes", (double)v.rss);
+    else
+        cJSON_AddNullToObject(o, "rss_bytes");
+    reported(o, "heap_used_bytes", &v, CR_NF_HEAP_USED, (double)v.last.heap_used);
+    reported(o, "heap_total_bytes", &v, CR_NF_HEAP_TOTAL, (double)v.last.heap_total);
+    heap_limit(o, &v);
+    reported(o, "external_bytes", &v, CR_NF_EXTERNAL, (double)v.last.external);
     num(o, "cgroup_usage_bytes", (double)v.cg_usage);
     num(o, "cgroup_limit_bytes", (double)v.cg_limit);
     num(o, "cgroup_soft_bytes", (double)v.cg_soft);
@@ -50,12 +77,15 @@ cJSON *cr_worker_json(const struct cr_worker *w)
         cJSON_AddStringToObject(o, "cgroup", v.cgroup);
     num(o, "oom_events", v.oom_events);
     num(o, "oom_kills", v.oom_kills);
-    num(o, "loop_delay_p50_us", (double)v.last.delay_p50_us);
-    num(o, "loop_delay_p99_us", (double)v.last.delay_p99_us);
-    num(o, "loop_delay_max_us", (double)v.last.delay_max_us);
-    num(o, "elu", v.last.elu);
-    num(o, "pool_queue", (double)v.last.pool_queue);
-    num(o, "last_report_ago_ms", (double)v.last_report_ago_ms);
+    reported(o, "loop_delay_p50_us", &v, CR_NF_DELAY_P50, (double)v.last.delay_p50_us);
+    reported(o, "loop_delay_p99_us", &v, CR_NF_DELAY_P99, (double)v.last.delay_p99_us);
+    reported(o, "loop_delay_max_us", &v, CR_NF_DELAY_MAX, (double)v.last.delay_max_us);
+    reported(o, "elu", &v, CR_NF_ELU, v.last.elu);
+    reported(o, "pool_queue", &v, CR_NF_POOL_QUEUE, (double)v.last.pool_queue);
+    if (v.spoke)
+        num(o, "last_report_ago_ms", (double)v.last_report_ago_ms);
+    else
+        cJSON_AddNullToObject(o, "last_report_ago_ms");
     cJSON_AddStringToObject(o, "verdict", cr_trend_verdict_to_string((enum cr_trend_verdict)v.verdict));
     cJSON_AddStringToObject(o, "verdict_detail", v.verdict_text);
     if (v.status_text[0])

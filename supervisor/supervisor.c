@@ -179,10 +179,26 @@ static void start_replacement(struct cr_worker *old)
     cr_worker_start(r);
 }
 
+/* A worker that is not ready yet serves no one corrald counts on: a
+ * recycle (reload, the soft limit crossed while starting) restarts it in
+ * place — a planned death, then a fresh process at once — rather than wait
+ * for a readiness that may never come. */
+static void restart_in_place(struct cr_worker *w)
+{
+    w->recycle_queued = false;
+    w->kill_reason = CR_KILL_RECYCLE;
+    snprintf(w->kill_text, sizeof(w->kill_text), "%s", w->recycle_text);
+    cr_worker_event(w, CR_WE_DRAIN);
+}
+
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
 {
     if (sup->stopping)
         return;
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (w->recycle_queued && w->state == CR_WS_STARTING && !w->replaced_by &&
+            !w->retire_on_exit)
+            restart_in_place(w);
     /* Counted once: called on every READY=1, this must stay one pass. */
     unsigned running = replacements_in_progress(sup);
     for (struct cr_worker *w = sup->workers; w; w = w->next) {
@@ -267,13 +283,13 @@ static enum cr_wevent act_none(struct cr_worker *w)
 
 static void pacer_kick(struct cr_supervisor *sup);
 
-static enum cr_wevent act_become_ready(struct cr_worker *w)
+static void become_ready(struct cr_worker *w, const char *how)
 {
     struct cr_supervisor *sup = w->sup;
     pacer_kick(sup);
     w->ready_at = cr_now_ms(sup);
-    cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms",
-                 w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at));
+    cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms%s",
+                 w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at), how);
     publish_state(w, "ready", NULL);
     arm_watchdog(w);
     if (w->replaces) {
@@ -284,7 +300,63 @@ static enum cr_wevent act_become_ready(struct cr_worker *w)
     }
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
+}
+
+static enum cr_wevent act_become_ready(struct cr_worker *w)
+{
+    become_ready(w, "");
     return NOTHING;
+}
+
+/* Readiness the worker's mode assumes: exec, delay, or auto's silence. */
+static enum cr_wevent act_assume_ready(struct cr_worker *w)
+{
+    char mode[48], how[96];
+    cr_ready_to_string(w->ready_mode, w->sup->cfg.ready_delay_ms, mode, sizeof(mode));
+    w->unannounced = true;
+    snprintf(how, sizeof(how), " (unannounced: --ready %s%s)", mode,
+             w->ready_mode == CR_READY_AUTO ? ", silent" : "");
+    become_ready(w, how);
+    return NOTHING;
+}
+
+/* READY=1 after readiness was assumed: it does speak the protocol. */
+static enum cr_wevent act_late_ready(struct cr_worker *w)
+{
+    if (!w->unannounced)
+        return NOTHING; /* a second READY=1 changes nothing */
+    w->unannounced = false;
+    w->announced = true;
+    cr_log_event(CR_LOG_INFO, "announced", w->id, w->pid, NULL,
+                 "worker %d sent READY=1 %llu ms after readiness was assumed", w->id,
+                 (unsigned long long)(cr_now_ms(w->sup) - w->ready_at));
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+/* The start timeout, counted from the spawn. */
+static void arm_start_timeout(struct cr_worker *w)
+{
+    uint64_t alive = cr_now_ms(w->sup) - w->spawned_at, t = w->sup->cfg.start_timeout_ms;
+    cr_worker_set_deadline(w, t > alive ? t - alive : 0);
+}
+
+/* The first message of an auto worker: it speaks the protocol, so its
+ * readiness is announced and the start timeout applies. */
+static enum cr_wevent act_announce(struct cr_worker *w)
+{
+    if (w->ready_mode != CR_READY_AUTO || w->announced)
+        return NOTHING;
+    w->announced = true;
+    arm_start_timeout(w);
+    return NOTHING;
+}
+
+/* The starting deadline: a start timeout where readiness is announced
+ * (or exec failed: it is dying anyway), else the moment the mode assumes it. */
+static enum cr_wevent act_starting_deadline(struct cr_worker *w)
+{
+    return w->announced || w->exec_errno ? CR_WE_START_TIMEOUT : CR_WE_ASSUME_READY;
 }
 
 static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
@@ -383,6 +455,7 @@ static struct cr_restart_policy restart_policy(const struct cr_supervisor *sup)
         .budget = c->crash_budget,
         .window_ms = c->crash_window_ms,
         .failed_retry_ms = c->failed_retry_ms,
+        .min_uptime_ms = c->min_uptime_ms,
     };
 }
 
@@ -394,7 +467,8 @@ static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptim
     struct cr_supervisor *sup = r->sup;
     struct cr_worker *old = r->replaces;
     struct cr_restart_policy p = restart_policy(sup);
-    struct cr_restart_decision d = cr_restart_decide(&p, &old->restart, now, uptime, false);
+    struct cr_restart_decision d =
+        cr_restart_decide(&p, &old->restart, now, &(struct cr_life){.uptime_ms = uptime});
     uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
     old->recycle_after = now + wait;
     old->recycle_queued = false;
@@ -425,8 +499,13 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
-    bool planned = pm->planned, exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
-    uint64_t uptime = (uint64_t)pm->uptime_ms;
+    bool exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
+    struct cr_life life = {
+        .uptime_ms = (uint64_t)pm->uptime_ms,
+        .ready = w->ready_at != 0,
+        .served_ms = w->ready_at ? now - w->ready_at : 0,
+        .planned = pm->planned,
+    };
     free(pm);
 
     cr_cg_worker_release(w);
@@ -446,16 +525,13 @@ static enum cr_wevent act_reap(struct cr_worker *w)
         return CR_WE_RETIRE;
     }
     if (w->replaces) {
-        replacement_failed(w, now, uptime);
+        replacement_failed(w, now, life.uptime_ms);
         return CR_WE_RETIRE;
     }
     struct cr_restart_policy p = restart_policy(sup);
-    w->decision = cr_restart_decide(&p, &w->restart, now, uptime, planned);
-    if (exec_failed) {
-        /* Nothing will change by retrying fast: the program is not there. */
-        w->decision = (struct cr_restart_decision){.event = CR_WE_BUDGET_SPENT,
-                                                   .delay_ms = p.failed_retry_ms};
-    }
+    /* Nothing will change by retrying fast when the program is not there. */
+    w->decision = exec_failed ? cr_restart_fail(&p, &w->restart, false)
+                              : cr_restart_decide(&p, &w->restart, now, &life);
     w->restarts++;
     return w->decision.event;
 }
@@ -552,13 +628,24 @@ static enum cr_wevent act_queue(struct cr_worker *w)
 /* Forks and execs the next generation; a failure is an event of its own. */
 static enum cr_wevent act_spawn(struct cr_worker *w)
 {
+    const struct cr_config *c = &w->sup->cfg;
+    w->ready_mode = c->ready;
+    w->spoke = w->unannounced = false;
+    w->announced = c->ready == CR_READY_NOTIFY;
+    w->heap_limit_given = 0;
     int r = cr_worker_spawn(w);
     if (r < 0) {
         cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
                      w->id, strerror(-r));
         return CR_WE_SPAWN_FAILED;
     }
-    cr_worker_set_deadline(w, w->sup->cfg.start_timeout_ms);
+    /* The starting deadline: see act_starting_deadline. exec's zero still
+     * goes through the loop, after this spawn's own events. */
+    static const uint64_t auto_grace = CR_READY_AUTO_GRACE_MS;
+    cr_worker_set_deadline(w, w->announced || w->exec_errno ? c->start_timeout_ms
+                              : c->ready == CR_READY_EXEC  ? 0
+                              : c->ready == CR_READY_DELAY ? c->ready_delay_ms
+                                                           : auto_grace);
     publish_state(w, "spawned", NULL);
     return NOTHING;
 }
@@ -571,7 +658,7 @@ static enum cr_wevent act_spawn_failed(struct cr_worker *w)
     if (w->replaces)
         return CR_WE_RETIRE;
     struct cr_restart_policy p = restart_policy(w->sup);
-    w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), 0, false);
+    w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), &(struct cr_life){0});
     return w->decision.event;
 }
 
@@ -588,7 +675,7 @@ static enum cr_wevent act_arm_restart(struct cr_worker *w)
 static enum cr_wevent act_mark_failed(struct cr_worker *w)
 {
     const struct cr_restart_decision *d = &w->decision;
-    cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying every %llu ms",
+    cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying in %llu ms",
                  w->id, d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
                  (unsigned long long)d->delay_ms);
     publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
@@ -628,6 +715,10 @@ static const action_fn actions[_CR_WA_MAX] = {
     [CR_WA_ARM_RESTART] = act_arm_restart,
     [CR_WA_MARK_FAILED] = act_mark_failed,
     [CR_WA_REMOVE] = act_remove,
+    [CR_WA_STARTING_DEADLINE] = act_starting_deadline,
+    [CR_WA_ANNOUNCE] = act_announce,
+    [CR_WA_ASSUME_READY] = act_assume_ready,
+    [CR_WA_LATE_READY] = act_late_ready,
 };
 
 /* The only place a worker's state changes. An action may answer with a

@@ -150,12 +150,15 @@ static void fill_levels(const struct view *v, uint64_t limit, struct cr_trend *t
     t->heap_used = s->heap_used;
     t->heap_total = s->heap_total;
     t->external = s->external;
-    t->offheap = s->rss > s->heap_total ? s->rss - s->heap_total : 0;
-    t->offheap_pct = s->rss ? (double)t->offheap * 100.0 / (double)s->rss : 0;
     t->usage = s->cg_usage ? s->cg_usage : s->rss;
     t->usage_pct = limit ? (double)t->usage * 100.0 / (double)limit : 0;
     for (size_t i = 0; i < v->n && !t->heap_known; i++)
         t->heap_known = at(v, i)->heap_reported || at(v, i)->heap_used > 0;
+    /* Without a heap report the split is unknown: RSS is not all off-heap. */
+    t->offheap = t->heap_known && s->rss > s->heap_total ? s->rss - s->heap_total : 0;
+    t->offheap_pct = !t->heap_known ? -1
+                     : s->rss       ? (double)t->offheap * 100.0 / (double)s->rss
+                                    : 0;
 }
 
 /* Projects the usage ceiling to the limit: sets usage_slope_bps and eta_ms. */
@@ -290,16 +293,22 @@ int cr_trend_format(const struct cr_trend *t, char *buf, size_t size)
         outf(&o, " heap_floor=%.1fMiB heap_slope=%+.2fMiB/s", MIB(t->heap_floor),
              MIB(t->heap_floor_slope_bps));
     else
-        outf(&o, " heap=n/a");
-    outf(&o, " rss_floor=%.1fMiB rss_slope=%+.2fMiB/s offheap=%.1fMiB(%.0f%%) external=%.1fMiB",
-         MIB(t->rss_floor), MIB(t->rss_floor_slope_bps), MIB(t->offheap), t->offheap_pct,
-         MIB(t->external));
+        outf(&o, " heap=not-reported");
+    outf(&o, " rss_floor=%.1fMiB rss_slope=%+.2fMiB/s", MIB(t->rss_floor),
+         MIB(t->rss_floor_slope_bps));
+    if (t->heap_known)
+        outf(&o, " offheap=%.1fMiB(%.0f%%) external=%.1fMiB", MIB(t->offheap), t->offheap_pct,
+             MIB(t->external));
+    else
+        outf(&o, " offheap=unknown");
     if (t->hard_limit)
         outf(&o, " usage=%.1f/%.1fMiB(%.0f%%)", MIB(t->usage), MIB(t->hard_limit), t->usage_pct);
     else
         outf(&o, " usage=%.1fMiB", MIB(t->usage));
     if (t->eta_ms >= 0)
         outf(&o, " eta_s=%.1f", (double)t->eta_ms / 1000.0);
+    if (t->verdict == CR_TREND_RSS_GROWING)
+        outf(&o, " note=\"heap not reported\"");
     return o.truncated ? -ENOBUFS : (int)o.len;
 }
 

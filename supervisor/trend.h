@@ -100,8 +100,8 @@ struct cr_trend {
     uint64_t heap_used;
     uint64_t heap_total;
     uint64_t external;
-    uint64_t offheap;
-    double offheap_pct; /* offheap / rss * 100 */
+    uint64_t offheap;   /* 0 when the heap is not known */
+    double offheap_pct; /* offheap / rss * 100; -1: unknown (no heap report) */
 
     uint64_t usage;      /* cg_usage if nonzero, else rss */
     uint64_t hard_limit; /* 0: none */

@@ -48,7 +48,12 @@ struct cr_worker_view {
     bool replaces, replaced_by; /* a replacement starting for / being replaced by */
     pid_t replaces_pid, replaced_by_pid;
     bool retiring, recycle_queued;
-    struct cr_notify_msg last; /* the sticky fields of the worker's reports */
+    struct cr_notify_msg last; /* the sticky fields of the worker's reports; a field
+                                  is known only when its CR_NF_ bit is in last.present */
+    bool spoke;                /* it has sent a notify message (else last_report_ago_ms
+                                  means nothing) */
+    bool unannounced;          /* ready without READY=1: assumed by --ready */
+    uint64_t heap_limit_given; /* the heap limit corrald passed (--node-heap); 0 = none */
     uint64_t rss;              /* measured, else reported */
     uint64_t cg_usage, cg_limit;
     uint64_t cg_soft;          /* --memory-soft (0 = none) */

@@ -21,7 +21,9 @@ static void fill(struct cr_postmortem *pm, const struct cr_worker *w)
     pm->rss = w->rss ? w->rss : w->last.rss;
     pm->heap_used = w->last.heap_used;
     pm->heap_total = w->last.heap_total;
-    pm->heap_limit = w->last.heap_limit;
+    pm->heap_limit = w->last.present & CR_NF_HEAP_LIMIT ? w->last.heap_limit : w->heap_limit_given;
+    pm->heap_unknown = !(w->last.present & CR_NF_HEAP_USED);
+    pm->loop_unknown = !(w->last.present & CR_NF_DELAY_MAX);
     pm->external = w->last.external;
     pm->loop_delay_max_us = w->last.delay_max_us;
 }

@@ -15,6 +15,11 @@ void cr_worker_notify(struct cr_worker *w, const struct cr_notify_msg *m)
     struct cr_supervisor *sup = w->sup;
     unsigned p = m->present;
     w->last_report_at = cr_now_ms(sup);
+    if (!w->spoke) {
+        /* Any message shows it speaks the protocol (auto readiness). */
+        w->spoke = true;
+        cr_worker_event(w, CR_WE_SPOKE);
+    }
     /* Metrics fields are sticky: a message updates what it carries. */
 #define TAKE(bit, f)                                                                            \
     if (p & (bit))                                                                              \

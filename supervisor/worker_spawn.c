@@ -170,8 +170,10 @@ static int build_argv(struct cr_worker *w, struct strv *argv)
     char *agent = NULL;
     if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent)
         r = strv_add(argv, agent);
-    if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0]))
+    if (r == 0 && c->node_heap && cr_cg_heap_limit(sup) && is_node(c->argv[0])) {
         r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)node_old_space_mb(sup)));
+        w->heap_limit_given = cr_cg_heap_limit(sup); /* shown while the worker reports none */
+    }
     for (size_t i = 1; r == 0 && i < c->argc; i++)
         r = strv_add(argv, strdup(c->argv[i]));
     return r;

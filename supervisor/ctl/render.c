@@ -27,6 +27,25 @@ double ctl_num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+bool ctl_known(const cJSON *o, const char *k)
+{
+    return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k));
+}
+
+void ctl_fmt_known(const cJSON *o, const char *k, void (*fmt)(double, char *, size_t), char *buf,
+                   size_t len)
+{
+    if (ctl_known(o, k))
+        fmt(ctl_num(o, k), buf, len);
+    else
+        snprintf(buf, len, "-");
+}
+
+void ctl_fmt_ratio(double r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.2f", r);
+}
+
 const char *ctl_str(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -139,18 +158,23 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *s)
 
 static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
 {
-    char up[32], rss[16], heap[16], hl[16], use[16], lim[16], p99[16], mx[16];
-    const char *state = ctl_str(w, "state");
+    char up[32], rss[16], heap[16], hl[16], use[16], lim[16], p99[16], mx[16], elu[16];
+    char state[24];
+    const char *raw = ctl_str(w, "state");
+    /* Ready by its --ready mode, not by READY=1: marked, see the legend. */
+    bool unannounced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "unannounced"));
+    snprintf(state, sizeof(state), "%s%s", raw, unannounced ? "*" : "");
     double usage = ctl_num(w, "cgroup_usage_bytes"), limit = ctl_num(w, "cgroup_limit_bytes");
     ctl_fmt_ms(ctl_num(w, "uptime_ms"), up, sizeof(up));
-    ctl_fmt_bytes(ctl_num(w, "rss_bytes"), rss, sizeof(rss));
-    ctl_fmt_bytes(ctl_num(w, "heap_used_bytes"), heap, sizeof(heap));
-    ctl_fmt_bytes(ctl_num(w, "heap_limit_bytes"), hl, sizeof(hl));
+    ctl_fmt_known(w, "rss_bytes", ctl_fmt_bytes, rss, sizeof(rss));
+    ctl_fmt_known(w, "heap_used_bytes", ctl_fmt_bytes, heap, sizeof(heap));
+    ctl_fmt_known(w, "heap_limit_bytes", ctl_fmt_bytes, hl, sizeof(hl));
     ctl_fmt_bytes(usage, use, sizeof(use));
-    ctl_fmt_us(ctl_num(w, "loop_delay_p99_us"), p99, sizeof(p99));
-    ctl_fmt_us(ctl_num(w, "loop_delay_max_us"), mx, sizeof(mx));
+    ctl_fmt_known(w, "loop_delay_p99_us", ctl_fmt_us, p99, sizeof(p99));
+    ctl_fmt_known(w, "loop_delay_max_us", ctl_fmt_us, mx, sizeof(mx));
+    ctl_fmt_known(w, "elu", ctl_fmt_ratio, elu, sizeof(elu));
     fprintf(f, "%3.0f  %s%-9s%s %7.0f %4.0f  %-7s %6s  %6s/%-6s ", ctl_num(w, "id"),
-            ctl_state_color(st, state), state, rs(st), ctl_num(w, "pid"),
+            ctl_state_color(st, raw), state, rs(st), ctl_num(w, "pid"),
             ctl_num(w, "generation"), up, rss, heap, hl);
     if (limit > 0) {
         ctl_fmt_bytes(limit, lim, sizeof(lim));
@@ -161,7 +185,7 @@ static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
     } else {
         fprintf(f, "%-12s %-13s", "no limit", usage > 0 ? use : "-");
     }
-    fprintf(f, " %7s %7s %5.2f", p99, mx, ctl_num(w, "elu"));
+    fprintf(f, " %7s %7s %5s", p99, mx, elu);
     const cJSON *ld = cJSON_GetObjectItemCaseSensitive(w, "last_death");
     if (cJSON_IsObject(ld))
         fprintf(f, "  %s%s%s: %.60s", c(st, RED), ctl_str(ld, "category"), rs(st),
@@ -177,10 +201,15 @@ void ctl_print_workers(FILE *f, const struct ctl_style *st, const cJSON *workers
                "CGROUP MEMORY              LOOP p99     MAX   ELU  LAST DEATH%s\n",
             c(st, BOLD), rs(st));
     const cJSON *w;
+    bool marked = false;
     cJSON_ArrayForEach(w, workers)
     {
         worker_row(f, st, w);
+        marked |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "unannounced"));
     }
+    if (marked)
+        fprintf(f, "%s* unannounced: ready by its --ready mode, not by READY=1; - = not reported%s\n",
+                c(st, DIM), rs(st));
 }
 
 static void print_value(FILE *f, const cJSON *v, int indent)

@@ -33,6 +33,12 @@ void ctl_print_event(FILE *f, const struct ctl_style *st, const cJSON *event);
 
 /* Small accessors (0 / "" when absent or of another type). */
 double ctl_num(const cJSON *o, const char *k);
+/* True when o[k] is a number: null or absent means corrald did not measure it. */
+bool ctl_known(const cJSON *o, const char *k);
+/* o[k] formatted by fmt, or "-" when it is unknown (never a made-up 0). */
+void ctl_fmt_known(const cJSON *o, const char *k, void (*fmt)(double, char *, size_t), char *buf,
+                   size_t len);
+void ctl_fmt_ratio(double r, char *buf, size_t len);
 const char *ctl_str(const cJSON *o, const char *k);
 const char *ctl_state_color(const struct ctl_style *st, const char *state);
 extern const char *const ctl_reset;

@@ -93,13 +93,17 @@ static double max_of(const double *v, size_t n)
 
 static void draw_worker(FILE *f, const struct ctl_style *st, const cJSON *w, struct slot *s)
 {
-    char rss[16], lim[16], p99[16], mx[16], top[16];
+    char rss[16], lim[16], p99[16], mx[16], top[16], elu[16], req[24];
     const char *state = ctl_str(w, "state");
     double usage = ctl_num(w, "cgroup_usage_bytes"), limit = ctl_num(w, "cgroup_limit_bytes");
-    double r = ctl_num(w, "rss_bytes");
-    ctl_fmt_bytes(r, rss, sizeof(rss));
-    ctl_fmt_us(ctl_num(w, "loop_delay_p99_us"), p99, sizeof(p99));
-    ctl_fmt_us(ctl_num(w, "loop_delay_max_us"), mx, sizeof(mx));
+    ctl_fmt_known(w, "rss_bytes", ctl_fmt_bytes, rss, sizeof(rss));
+    ctl_fmt_known(w, "loop_delay_p99_us", ctl_fmt_us, p99, sizeof(p99));
+    ctl_fmt_known(w, "loop_delay_max_us", ctl_fmt_us, mx, sizeof(mx));
+    ctl_fmt_known(w, "elu", ctl_fmt_ratio, elu, sizeof(elu));
+    if (ctl_known(w, "requests"))
+        snprintf(req, sizeof(req), "%.0f", ctl_num(w, "requests"));
+    else
+        snprintf(req, sizeof(req), "-");
     fprintf(f, "%3.0f %s%-9s%s %7.0f  rss %6s ", ctl_num(w, "id"), ctl_state_color(st, state),
             state, st->color ? ctl_reset : "", ctl_num(w, "pid"), rss);
     if (limit > 0) {
@@ -109,8 +113,7 @@ static void draw_worker(FILE *f, const struct ctl_style *st, const cJSON *w, str
     } else {
         fputs("(no cgroup limit)", f);
     }
-    fprintf(f, "  loop p99 %s max %s  elu %.2f  req %.0f\r\n", p99, mx, ctl_num(w, "elu"),
-            ctl_num(w, "requests"));
+    fprintf(f, "  loop p99 %s max %s  elu %s  req %s\r\n", p99, mx, elu, req);
     if (!s)
         return;
     double m = max_of(s->rss, s->n);

@@ -1,6 +1,8 @@
 """corrald's core with real workers and real signals (the foundation issue)."""
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -146,15 +148,33 @@ def test_hang_kill():
 
 
 def test_exec_missing():
-    """exec of a missing program is an exec failure, not a crash loop."""
-    c = ct.Corrald(workers=1, command=["/nonexistent/corral-worker"], wait_ready=False)
+    """A program that cannot be executed at all refuses start-up: corrald
+    exits non-zero within a second with one error line, nothing stays bound."""
+    tmp = ct.tempfile.mkdtemp(prefix="corral-noexec-")
     try:
-        d = c.wait_death("exec-failed")[0]
-        assert "No such file" in d["reason"] or "ENOENT" in d["reason"], d
-        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 3, what="failed")
-        time.sleep(1.0)
-        assert len(c.history()) == 1, "retried slowly, never in a loop of forks"
-        assert "cannot execute /nonexistent/corral-worker" in c.log()
+        t0 = time.monotonic()
+        p = subprocess.run([ct.CORRALD, "--workers", "2", "--listen", "127.0.0.1:0", "--no-cgroups",
+                            "--control", os.path.join(tmp, "c.sock"), "--",
+                            "/nonexistent/corral-worker"],
+                           capture_output=True, text=True, timeout=10, cwd=tmp)
+        took = time.monotonic() - t0
+        errs = [l for l in (p.stdout + p.stderr).splitlines() if " err " in l]
+        assert p.returncode != 0, (p.returncode, p.stderr)
+        assert took < 1.0, took
+        assert len(errs) == 1, errs
+        assert "cannot execute /nonexistent/corral-worker" in errs[0], errs
+        assert "No such file" in errs[0], errs
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_exits_at_once_fails():
+    """A program that exits at once is a crash loop: it still reaches failed."""
+    c = ct.Corrald(workers=1, command=["/bin/false"], wait_ready=False)
+    try:
+        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 10, what="failed")
+        assert "crash loop" in c.log()
+        assert all(d["category"] == "exit-error" for d in c.history()), c.history()
     finally:
         c.close()
 
@@ -282,9 +302,9 @@ def test_replacement_failure_backs_off():
 
 def test_stop_answers_when_empty():
     """`stop` is answered even when no worker has a process to drain."""
-    c = ct.Corrald(workers=1, command=["/nonexistent/prog"], wait_ready=False)
+    c = ct.Corrald(workers=1, command=["/bin/false"], wait_ready=False)
     try:
-        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 5, what="failed")
+        ct.wait_for(lambda: c.workers()[0]["state"] == "failed", 10, what="failed")
         r = c.ctl("stop")
         assert r["ok"], r
         assert c.proc.wait(5) == 0

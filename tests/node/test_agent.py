@@ -191,14 +191,16 @@ def test_python_helper():
     own READY=1, its request count and heartbeat reach status, and a SIGHUP
     reload drains it gracefully (exit 0, STOPPING=1 first)."""
     app = os.path.join(ROOT, "examples", "python", "app.py")
-    with h.corrald("--start-timeout", "20", workers=1, command=[sys.executable, app],
-                   name="pyhelp") as c:
+    # notify: it speaks, and this checks its own READY=1 (under load a
+    # Python start may take longer than auto's 1 s grace).
+    with h.corrald("--ready", "notify", "--start-timeout", "20", workers=1,
+                   command=[sys.executable, app], name="pyhelp") as c:
         w = c.workers()[0]
         assert w["state"] == "ready" and w.get("status") == "serving", w
         victim = w["pid"]
         for _ in range(3):
             assert pid_of(c) == victim
-        w = ct.wait_for(lambda: c.workers()[0]["requests"] >= 3 and c.workers()[0], 5,
+        w = ct.wait_for(lambda: (c.workers()[0]["requests"] or 0) >= 3 and c.workers()[0], 5,
                         interval=0.1, what="the request count in a report")
         assert w["last_report_ago_ms"] < 2500, w
         assert (w.get("heap_used_bytes") or 0) == 0, "no heap figures from Python"

@@ -194,7 +194,7 @@ def test_stop_timeout():
         t = threading.Thread(target=lambda: res.setdefault("r", _try(c, "/slow?ms=5000")),
                              daemon=True)
         t.start()
-        ct.wait_for(lambda: c.worker(1) and c.worker(1)["inflight"] >= 1, 3,
+        ct.wait_for(lambda: c.worker(1) and (c.worker(1)["inflight"] or 0) >= 1, 3,
                     what="the slow request in flight")
         t0 = time.monotonic()
         assert c.ctl("restart", worker=1)["ok"]

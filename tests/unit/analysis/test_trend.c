@@ -164,7 +164,13 @@ static void test_rss_growing_without_heap_reports(void **state)
     assert_false(t.heap_known);
     char line[256];
     assert_true(cr_trend_format(&t, line, sizeof(line)) > 0);
-    assert_non_null(strstr(line, "heap=n/a"));
+    assert_non_null(strstr(line, "heap=not-reported"));
+    /* The split is unknown, not 100% off-heap; the verdict says why. */
+    assert_non_null(strstr(line, "offheap=unknown"));
+    assert_null(strstr(line, "100%"));
+    assert_non_null(strstr(line, "note=\"heap not reported\""));
+    assert_true(t.offheap_pct < 0);
+    assert_int_equal(t.offheap, 0);
 }
 
 /* A worker that reports its heap, and reports it empty (the reference

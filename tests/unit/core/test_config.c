@@ -99,6 +99,29 @@ static void test_bad_flags(void **state)
 
 /* Issue 13 finding 7: a value the daemon would not honour is refused, and
  * the message gives the range. */
+/* --ready's modes and --workers auto. */
+static void test_ready_modes(void **state)
+{
+    struct cr_config c;
+    char err[256] = "", buf[48];
+    cr_config_init(&c);
+    assert_int_equal(c.ready, CR_READY_AUTO); /* the default */
+    assert_int_equal(c.min_uptime_ms, 1000);
+    assert_int_equal(parse(&c, (char *[]){"corrald", "--ready", "delay:1500ms", "--workers", "auto",
+                                          "--min-uptime", "2", NULL}, err), 0);
+    assert_int_equal(c.ready, CR_READY_DELAY);
+    assert_int_equal(c.ready_delay_ms, 1500);
+    assert_int_equal(c.workers, 0);
+    assert_int_equal(c.min_uptime_ms, 2000);
+    assert_string_equal(cr_ready_to_string(c.ready, c.ready_delay_ms, buf, sizeof(buf)),
+                        "delay:1500ms");
+    assert_int_equal(cr_config_set(&c, "ready", "exec", true, err, sizeof(err)), 0);
+    assert_int_equal(c.ready, CR_READY_EXEC);
+    assert_int_equal(cr_config_parse_json(&c, "{\"ready\": \"notify\"}", err, sizeof(err)), 0);
+    assert_int_equal(c.ready, CR_READY_NOTIFY);
+    cr_config_done(&c);
+}
+
 static void test_ranges(void **state)
 {
     bad((char *[]){"corrald", "--crash-budget", "1000", NULL},
@@ -108,7 +131,17 @@ static void test_ranges(void **state)
         "--history: '100000' is out of range (1 to 65536)");
     bad((char *[]){"corrald", "--sample-interval", "5", NULL}, "out of range (10ms to 720h)");
     bad((char *[]){"corrald", "--memory-max", "2048T", NULL}, "out of range (0 to 1024T)");
-    bad((char *[]){"corrald", "--workers", "5000", NULL}, "out of range (0 to 4096)");
+    bad((char *[]){"corrald", "--workers", "5000", NULL}, "--workers: 5000 is out of range 1..4096");
+    bad((char *[]){"corrald", "--listen", "127.0.0.1:99999", NULL},
+        "--listen: port 99999 is out of range 1..65535");
+    bad((char *[]){"corrald", "--listen", "localhost", NULL}, "--listen: 'localhost' is not HOST:PORT");
+    bad((char *[]){"corrald", "--listen", "[::1:80", NULL}, "--listen");
+    bad((char *[]){"corrald", "--listen", "127.0.0.1:http", NULL}, "--listen: port 'http'");
+    /* 0 is not a silent "one per core": that is spelled auto. */
+    bad((char *[]){"corrald", "--workers", "0", NULL}, "--workers: 0 is out of range 1..4096");
+    bad((char *[]){"corrald", "--ready", "sometimes", NULL}, "--ready: 'sometimes' is not");
+    bad((char *[]){"corrald", "--ready", "delay:", NULL}, "delay:DURATION");
+    bad((char *[]){"corrald", "--ready", "delay:fast", NULL}, "--ready");
 
     struct cr_config c;
     char err[256] = "";
@@ -148,7 +181,7 @@ static void test_help(void **state)
     static const char *const want[] = {
         "--crash-budget N", "(range 1 to 64)", "--history N", "(range 1 to 65536)",
         "--memory-max SIZE", "(range 0 to 1024T)", "--stop-timeout SEC", "(range 1ms to 720h)",
-        "--workers N", "(range 0 to 4096)", "--max-requests N", "(range 0 to 1000000000000000)",
+        "--workers N|auto", "(range 1 to 4096)", "--max-requests N", "(range 0 to 1000000000000000)",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i += 2) {
         const char *line = strstr(text, want[i]);
@@ -283,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_flags),
         cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_help),
         cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_ready_modes),
         cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
     };

@@ -214,7 +214,8 @@ static void test_a_life(void **state)
     assert_int_equal(s, CR_WS_FAILED);
     s = step(s, CR_WE_DEADLINE, CR_WA_QUEUE);
     s = step(s, CR_WE_SPAWN_TURN, CR_WA_SPAWN);
-    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_START_TIMEOUT);
+    s = step(s, CR_WE_DEADLINE, CR_WA_STARTING_DEADLINE);
+    s = step(s, CR_WE_START_TIMEOUT, CR_WA_KILL_START_TIMEOUT);
     assert_int_equal(s, CR_WS_STARTING);
     s = step(s, CR_WE_DRAIN, CR_WA_SEND_TERM);
     s = step(s, CR_WE_DEADLINE, CR_WA_KILL_STOP_TIMEOUT);
@@ -233,7 +234,7 @@ static void ignored(enum cr_wstate s, enum cr_wevent e)
 static void test_ignored_events(void **state)
 {
     ignored(CR_WS_STARTING, CR_WE_WATCHDOG); /* heartbeats before READY=1 mean nothing yet */
-    ignored(CR_WS_READY, CR_WE_READY);       /* a second READY=1 changes nothing */
+    ignored(CR_WS_BLOCKED, CR_WE_READY);     /* READY=1 is no heartbeat */
     ignored(CR_WS_DRAINING, CR_WE_DRAIN);    /* draining twice sends nothing twice */
     ignored(CR_WS_DRAINING, CR_WE_WATCHDOG); /* a draining worker may stay silent */
     ignored(CR_WS_KILLING, CR_WE_WATCHDOG);  /* too late to come back */
@@ -255,7 +256,23 @@ static void test_ignored_events(void **state)
 
 static const struct cr_restart_policy P = {
     .backoff_initial_ms = 100, .backoff_max_ms = 1000, .backoff_reset_ms = 30000,
-    .budget = 3, .window_ms = 10000, .failed_retry_ms = 60000};
+    .budget = 3, .window_ms = 10000, .failed_retry_ms = 60000, .min_uptime_ms = 1000};
+
+/* A death at now after `uptime` ms, never ready (or planned). */
+static struct cr_restart_decision die(struct cr_restart_state *st, uint64_t now, uint64_t uptime,
+                                      bool planned)
+{
+    return cr_restart_decide(&P, st, now, &(struct cr_life){.uptime_ms = uptime, .planned = planned});
+}
+
+/* A death at now of a worker that had been ready for `served` ms. */
+static struct cr_restart_decision die_served(struct cr_restart_state *st, uint64_t now,
+                                             uint64_t served)
+{
+    return cr_restart_decide(&P, st, now,
+                             &(struct cr_life){.uptime_ms = served + 50, .ready = true,
+                                               .served_ms = served});
+}
 
 static void test_backoff_arithmetic(void **state)
 {
@@ -272,26 +289,26 @@ static void test_restart_policy(void **state)
 {
     struct cr_restart_state st = {0};
     /* Planned deaths: immediate, not counted. */
-    struct cr_restart_decision d = cr_restart_decide(&P, &st, 1000, 10, true);
+    struct cr_restart_decision d = die(&st, 1000, 10, true);
     assert_int_equal(d.event, CR_WE_RESTART);
     assert_int_equal(d.delay_ms, 0);
     assert_int_equal(st.consecutive, 0);
 
-    d = cr_restart_decide(&P, &st, 1000, 10, false);
+    d = die(&st, 1000, 10, false);
     assert_int_equal(d.delay_ms, 0);
-    d = cr_restart_decide(&P, &st, 2000, 10, false);
+    d = die(&st, 2000, 10, false);
     assert_int_equal(d.delay_ms, 100);
-    d = cr_restart_decide(&P, &st, 3000, 10, false);
+    d = die(&st, 3000, 10, false);
     assert_int_equal(d.delay_ms, 200);
     assert_false(d.crash_loop);
     /* The 4th death within 10 s exceeds a budget of 3. */
-    d = cr_restart_decide(&P, &st, 4000, 10, false);
+    d = die(&st, 4000, 10, false);
     assert_int_equal(d.event, CR_WE_BUDGET_SPENT);
     assert_true(d.crash_loop);
-    assert_int_equal(d.delay_ms, 60000);
+    assert_int_equal(d.delay_ms, CR_FAILED_RETRY_INITIAL_MS); /* failed: retried soon */
 
     /* Much later, after a stable run: backoff starts over, window is clear. */
-    d = cr_restart_decide(&P, &st, 200000, 40000, false);
+    d = die(&st, 200000, 40000, false);
     assert_int_equal(d.event, CR_WE_RESTART);
     assert_int_equal(d.delay_ms, 0);
 }
@@ -300,9 +317,9 @@ static void test_window_ages_out(void **state)
 {
     struct cr_restart_state st = {0};
     for (int i = 0; i < 3; i++)
-        cr_restart_decide(&P, &st, 1000 + (uint64_t)i, 10, false);
+        die(&st, 1000 + (uint64_t)i, 10, false);
     /* 11 s later the three old deaths are outside the 10 s window. */
-    struct cr_restart_decision d = cr_restart_decide(&P, &st, 12500, 10, false);
+    struct cr_restart_decision d = die(&st, 12500, 10, false);
     assert_int_equal(d.event, CR_WE_RESTART);
     assert_false(d.crash_loop);
     assert_int_equal(d.delay_ms, 400); /* but the backoff keeps doubling: not stable */
@@ -312,11 +329,134 @@ static void test_window_ages_out(void **state)
 static void test_decisions_have_cells(void **state)
 {
     struct cr_restart_state st = {0};
-    for (int i = 0; i < 6; i++) {
-        struct cr_restart_decision d = cr_restart_decide(&P, &st, 1000 + (uint64_t)i, 10, false);
+    for (int i = 0; i < 8; i++) {
+        struct cr_restart_decision d = i % 4 == 3 ? die_served(&st, 1000 + (uint64_t)i, 5000)
+                                                  : die(&st, 1000 + (uint64_t)i, 10, false);
         if (!cr_lifecycle_step(CR_WS_EXITED, d.event))
             fail_msg("decision %s has no cell in exited", E(d.event));
     }
+}
+
+/* ---- readiness modes ------------------------------------------------------ */
+
+/* A starting worker's deadline asks its action which it is: the start
+ * timeout (announced) or readiness its mode assumes. Both answers, and the
+ * first message of an auto worker, are cells of `starting` only. */
+static void test_readiness_cells(void **state)
+{
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_DEADLINE, CR_WA_STARTING_DEADLINE),
+                     CR_WS_STARTING);
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_START_TIMEOUT, CR_WA_KILL_START_TIMEOUT),
+                     CR_WS_STARTING);
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_ASSUME_READY, CR_WA_ASSUME_READY), CR_WS_READY);
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_SPOKE, CR_WA_ANNOUNCE), CR_WS_STARTING);
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_READY, CR_WA_BECOME_READY), CR_WS_READY);
+    /* READY=1 after readiness was assumed marks it announced, nothing more. */
+    assert_int_equal(step(CR_WS_READY, CR_WE_READY, CR_WA_LATE_READY), CR_WS_READY);
+    EACH_STATE(s) {
+        if (s == CR_WS_STARTING)
+            continue;
+        if (cr_lifecycle_step(s, CR_WE_SPOKE) || cr_lifecycle_step(s, CR_WE_START_TIMEOUT) ||
+            cr_lifecycle_step(s, CR_WE_ASSUME_READY))
+            fail_msg("%s hears a starting-only event", S(s));
+    }
+}
+
+/* A worker becomes ready only by READY=1 or by its readiness mode: every
+ * cell into `ready` from elsewhere is one of those two, or a blocked
+ * worker's heartbeat. And only the start timeout kills a starting worker. */
+static void test_ready_only_by_announcement_or_mode(void **state)
+{
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (!t || t->next != CR_WS_READY || s == CR_WS_READY)
+            continue;
+        bool ok = (s == CR_WS_STARTING && (e == CR_WE_READY || e == CR_WE_ASSUME_READY)) ||
+                  (s == CR_WS_BLOCKED && e == CR_WE_WATCHDOG);
+        if (!ok)
+            fail_msg("%s × %s makes a worker ready", S(s), E(e));
+    }
+    EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(CR_WS_STARTING, e);
+        if (t && t->action == CR_WA_KILL_START_TIMEOUT && e != CR_WE_START_TIMEOUT)
+            fail_msg("starting × %s kills for a start timeout", E(e));
+    }
+}
+
+/* ---- crash-loop policy ------------------------------------------------------ */
+
+/* A worker that served at least min_uptime is replaced at once and never
+ * counted: a kill every 500 ms of a worker ready for 2 s never spends the
+ * budget, and never backs off. */
+static void test_served_deaths_are_not_counted(void **state)
+{
+    struct cr_restart_state st = {0};
+    for (int i = 0; i < 40; i++) {
+        struct cr_restart_decision d = die_served(&st, 1000 + 500 * (uint64_t)i, 2000);
+        assert_int_equal(d.event, CR_WE_REPLACE);
+        assert_int_equal(d.delay_ms, 0);
+        assert_false(d.crash_loop);
+    }
+    assert_int_equal(st.ring.len, 0);
+    /* An OOM right at min_uptime is bad luck too; 1 ms before, it counts. */
+    assert_int_equal(die_served(&st, 30000, 1000).event, CR_WE_REPLACE);
+    assert_int_equal(die_served(&st, 30001, 999).event, CR_WE_RESTART);
+    assert_int_equal(st.ring.len, 1);
+}
+
+/* Deaths before ready, or soon after it, are a crash loop: a program that
+ * exits at once still reaches failed. */
+static void test_quick_deaths_reach_failed(void **state)
+{
+    struct cr_restart_state st = {0};
+    struct cr_restart_decision d = {0};
+    for (int i = 0; i < 4; i++)
+        d = (i % 2 ? die_served(&st, 1000 + (uint64_t)i * 100, 10)
+                   : die(&st, 1000 + (uint64_t)i * 100, 5, false));
+    assert_int_equal(d.event, CR_WE_BUDGET_SPENT);
+    assert_true(d.crash_loop);
+    /* A served life afterwards starts everything over. */
+    d = die_served(&st, 5000, 5000);
+    assert_int_equal(d.event, CR_WE_REPLACE);
+    assert_int_equal(st.consecutive, 0);
+    assert_int_equal(st.failed_streak, 0);
+}
+
+/* `failed` retries with its own backoff: 2 s, doubling to failed_retry_ms. */
+static void test_failed_retry_backs_off(void **state)
+{
+    assert_int_equal(cr_failed_retry_delay(&P, 1), 2000);
+    assert_int_equal(cr_failed_retry_delay(&P, 2), 4000);
+    assert_int_equal(cr_failed_retry_delay(&P, 5), 32000);
+    assert_int_equal(cr_failed_retry_delay(&P, 6), 60000);
+    assert_int_equal(cr_failed_retry_delay(&P, 1000), 60000);
+    struct cr_restart_policy small = P;
+    small.failed_retry_ms = 500; /* a cap below the first step wins */
+    assert_int_equal(cr_failed_retry_delay(&small, 1), 500);
+
+    struct cr_restart_state st = {0};
+    struct cr_restart_decision d = cr_restart_fail(&P, &st, false); /* exec failure */
+    assert_int_equal(d.event, CR_WE_BUDGET_SPENT);
+    assert_false(d.crash_loop);
+    assert_int_equal(d.delay_ms, 2000);
+    assert_int_equal(cr_restart_fail(&P, &st, false).delay_ms, 4000);
+    /* Crash-loop retries keep doubling while each retry dies quickly. */
+    struct cr_restart_state cl = {0};
+    uint64_t t = 1000, last = 0;
+    for (int i = 0; i < 4; i++)
+        d = die(&cl, t += 10, 5, false);
+    assert_int_equal(d.delay_ms, 2000);
+    for (int i = 0; i < 2; i++) { /* while the deaths stay within the window */
+        last = d.delay_ms;
+        d = die(&cl, t += last, 5, false);
+        assert_int_equal(d.event, CR_WE_BUDGET_SPENT);
+        assert_int_equal(d.delay_ms, last * 2);
+    }
+    /* Once they aged out, a quick death backs off as a crash; the streak
+     * stays, so the next budget spent waits longer still. */
+    d = die(&cl, t += d.delay_ms, 5, false);
+    assert_int_equal(d.event, CR_WE_RESTART);
+    assert_int_equal(cl.failed_streak, 3);
 }
 
 int main(void)
@@ -334,6 +474,11 @@ int main(void)
         cmocka_unit_test(test_restart_policy),
         cmocka_unit_test(test_window_ages_out),
         cmocka_unit_test(test_decisions_have_cells),
+        cmocka_unit_test(test_readiness_cells),
+        cmocka_unit_test(test_ready_only_by_announcement_or_mode),
+        cmocka_unit_test(test_served_deaths_are_not_counted),
+        cmocka_unit_test(test_quick_deaths_reach_failed),
+        cmocka_unit_test(test_failed_retry_backs_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
