@@ -5,6 +5,11 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -162,6 +167,92 @@ static void log_environment(struct cr_supervisor *sup)
     }
 }
 
+int cr_cg_default_instance(const char *control_path, char **ret)
+{
+    /* The same service restarted after a crash must find its own stale
+     * groups: the name comes from the absolute path of its control socket
+     * (the directory resolved, so ./corral.sock names the same socket
+     * from anywhere), never from anything that changes between runs. */
+    char dir[PATH_MAX], *abs = NULL;
+    const char *slash = strrchr(control_path, '/');
+    char *d = slash ? strndup(control_path, (size_t)(slash - control_path)) : strdup(".");
+    if (!d)
+        return -ENOMEM;
+    bool ok = realpath(*d ? d : "/", dir) != NULL;
+    free(d);
+    if (!ok || asprintf(&abs, "%s/%s", dir, slash ? slash + 1 : control_path) < 0)
+        return ok ? -ENOMEM : -errno;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    int r = EVP_Digest(abs, strlen(abs), md, &mdlen, EVP_sha256(), NULL) ? 0 : -EIO;
+    free(abs);
+    if (r < 0)
+        return r;
+    if (asprintf(ret, "%02x%02x%02x%02x%02x%02x", md[0], md[1], md[2], md[3], md[4], md[5]) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* This corrald's subtree is its own while it lives: an exclusive flock on
+ * the directory itself, released by the kernel however corrald ends (a
+ * SIGKILL too), so the next corrald of the same instance may reclaim what
+ * is left, and a live one is never shared. The lock is on the cgroup
+ * directory, not on a file beside the control socket: two corralds with
+ * different control paths but the same --instance must meet here. A
+ * directory removed between our open and our lock (its last owner exiting)
+ * is made again. */
+static int lock_instance(struct cr_supervisor *sup, const char *rel, struct cr_cgroup **ret)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct cr_cgroup *cg = NULL;
+        int r = cr_cgroup_open(rel, true, &cg);
+        if (r < 0)
+            return r;
+        int fd = open(cr_cgroup_fs_path(cg), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            r = -errno;
+            if (fd >= 0)
+                close(fd);
+            cr_cgroup_free(cg);
+            return r == -EWOULDBLOCK ? -EBUSY : r;
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(cr_cgroup_fs_path(cg), &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev) {
+            sup->cg_lock_fd = fd;
+            *ret = cg;
+            return 0;
+        }
+        close(fd);
+        cr_cgroup_free(cg);
+    }
+    return -ESTALE;
+}
+
+/* <base>/workers is shared by every corrald under one parent; each owns
+ * <base>/workers/<instance> and everything below it. */
+static int open_instance(struct cr_supervisor *sup, const char *wrel, char **ret_irel)
+{
+    const char *name = sup->cfg.instance;
+    char *irel = join(wrel, name);
+    if (!irel)
+        return -ENOMEM;
+    int r = lock_instance(sup, irel, &sup->cg_workers);
+    if (r == -EBUSY)
+        cr_log(CR_LOG_ERR, "instance '%s' is in use: another live corrald owns cgroup %s; "
+                           "give this one another --instance (or its own --control path)",
+               name, irel);
+    else if (r < 0)
+        cr_log(CR_LOG_ERR, "cannot take cgroup %s for instance '%s': %s", irel, name,
+               strerror(-r));
+    if (r < 0) {
+        free(irel);
+        return r;
+    }
+    *ret_irel = irel;
+    return 0;
+}
+
 /* cgroup v2 allows no processes in a group whose children have controllers
  * enabled: corrald moves itself into a leaf of its own group first. */
 static int enter_leaf(const char *base, const char *mount)
@@ -182,19 +273,33 @@ static int enter_leaf(const char *base, const char *mount)
     return 0;
 }
 
-/* <base>/workers, with the memory controller enabled below it on v2. */
+/* <base>/workers (shared by every corrald under the parent) and this
+ * corrald's own <base>/workers/<instance>, locked, with the memory
+ * controller enabled below both on v2. */
 static int make_workers(struct cr_supervisor *sup, enum cr_cgroup_layout layout,
                         const char *mount, char **ret_wrel)
 {
-    char *wrel = join(sup->cg_base, "workers");
-    int r = wrel ? cr_cgroup_open(wrel, true, &sup->cg_workers) : -ENOMEM;
+    char *shared = join(sup->cg_base, "workers"), *wrel = NULL;
+    struct cr_cgroup *probe = NULL;
+    int r = shared ? cr_cgroup_open(shared, true, &probe) : -ENOMEM;
+    cr_cgroup_free(probe);
     if (r < 0) {
-        log_create_failure(wrel ? wrel : "workers", layout, mount, r);
-        free(wrel);
+        log_create_failure(shared ? shared : "workers", layout, mount, r);
+        free(shared);
         return r;
     }
     if (layout == CR_CGROUP_V2 && ((r = cr_cgroup_enable_subtree(sup->cg_base)) < 0 ||
-                                   (r = cr_cgroup_enable_subtree(wrel)) < 0)) {
+                                   (r = cr_cgroup_enable_subtree(shared)) < 0)) {
+        cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", shared,
+               strerror(-r));
+        free(shared);
+        return r;
+    }
+    r = open_instance(sup, shared, &wrel);
+    free(shared);
+    if (r < 0)
+        return r;
+    if (layout == CR_CGROUP_V2 && (r = cr_cgroup_enable_subtree(wrel)) < 0) {
         cr_log(CR_LOG_ERR, "cannot enable the memory controller below %s: %s", wrel,
                strerror(-r));
         free(wrel);
@@ -260,8 +365,8 @@ int cr_cg_setup(struct cr_supervisor *sup)
     if (cr_cgroup_reclaim_stale(wrel, "w", &removed, &left) == 0 && (removed || left))
         cr_log(CR_LOG_NOTICE, "reclaimed %u stale worker cgroup(s) under %s%s", removed, wrel,
                left ? " (some still hold processes and were left)" : "");
-    cr_log(CR_LOG_INFO, "worker cgroups under %s (%s at %s)", wrel,
-           cr_cgroup_layout_to_string(layout), mount);
+    cr_log(CR_LOG_INFO, "instance %s: worker cgroups under %s (%s at %s)", sup->cfg.instance,
+           wrel, cr_cgroup_layout_to_string(layout), mount);
     setup_ancestors(sup, wrel);
     free(wrel);
     free(mount);
@@ -310,12 +415,21 @@ int cr_cg_worker_create(struct cr_worker *w)
     return 0;
 }
 
-int cr_cg_attach_cb(void *userdata, pid_t pid)
+int cr_cg_worker_procs_fd(struct cr_worker *w)
 {
-    struct cr_worker *w = userdata;
-    int r = w->cg ? cr_cgroup_attach(w->cg, pid) : 0;
-    /* A v1 spare is frozen through a group of the freezer hierarchy. */
-    return r < 0 || !w->freezer ? r : cr_freezer_attach(w->freezer, pid);
+    char path[4096];
+    if (!w->cg)
+        return -1;
+    if (snprintf(path, sizeof(path), "%s/cgroup.procs", cr_cgroup_fs_path(w->cg)) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        cr_log(CR_LOG_ERR, "worker %d: cannot open %s: %s", w->id, path, strerror(-r));
+        return r;
+    }
+    return fd;
 }
 
 static struct cr_oom_delta to_delta(const struct cr_cgroup_events *e)
@@ -571,8 +685,21 @@ void cr_cg_done(struct cr_supervisor *sup)
     free(sup->cg_ancestors);
     sup->cg_ancestors = NULL;
     sup->cg_nancestors = 0;
-    if (sup->cg_workers)
+    if (sup->cg_workers) {
         cr_cgroup_remove(sup->cg_workers, 1000);
+        /* The shared <base>/workers goes with the last instance under it:
+         * rmdir refuses while another instance's subtree is there. */
+        char *shared = join(sup->cg_base, "workers");
+        struct cr_cgroup *cg = NULL;
+        if (shared && cr_cgroup_open(shared, false, &cg) == 0)
+            cr_cgroup_remove(cg, 0);
+        cr_cgroup_free(cg);
+        free(shared);
+        /* The lock goes last: the subtree is ours until it is gone. */
+        if (sup->cg_lock_fd >= 0)
+            close(sup->cg_lock_fd);
+        sup->cg_lock_fd = -1;
+    }
     sup->cg_workers = cr_cgroup_free(sup->cg_workers);
     if (sup->cg_base_created) {
         struct cr_cgroup *base = NULL;

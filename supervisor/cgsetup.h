@@ -11,9 +11,16 @@ struct cr_worker;
 struct cr_death_evidence;
 struct cr_postmortem;
 
+/* Makes and locks <base>/workers/<instance> (sup->cfg.instance must be
+ * set): -EBUSY when another live corrald holds it (logged). */
 int cr_cg_setup(struct cr_supervisor *sup);
+/* The default instance name: 12 hex digits of the SHA-256 of the control
+ * socket's absolute path. *ret is malloc'd. */
+int cr_cg_default_instance(const char *control_path, char **ret);
 int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits */
-int cr_cg_attach_cb(void *userdata, pid_t pid);
+/* The worker group's cgroup.procs open for writing (CLOEXEC): the child
+ * moves itself in before exec. -1 without a group, -errno on failure. */
+int cr_cg_worker_procs_fd(struct cr_worker *w);
 void cr_cg_worker_baseline(struct cr_worker *w);
 void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
                            struct cr_postmortem *pm);

@@ -81,7 +81,8 @@ static const struct opt opts[] = {
     {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 0, 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
     {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
     {"node-agent", 0, OPT_BOOL, OFF(node_agent), 0, 0, false, NULL, "preload corral-node-agent.js into a node worker: READY and reports from an unmodified app (implied by --node-heap when installed)"},
-    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/w<ID> are made (default: corrald's own)"},
+    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made (default: corrald's own)"},
+    {"instance", 0, OPT_STR, OFF(instance), 0, 0, false, "NAME", "name of this corrald's worker subtree, one live corrald each (letters, digits, - and _, up to 64; default: a hash of the control path)"},
     {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, 0, false, NULL, "run without per-worker cgroups"},
     {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), DUR(10), true, "MS", "memory sample period (default 250)"},
     {"pss", 0, OPT_BOOL, OFF(pss), 0, 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
@@ -92,6 +93,7 @@ static const struct opt opts[] = {
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
     {"spares", 0, OPT_UINT, OFF(spares), 0, 64, true, "N", "warm spares kept ready and frozen; one takes a dead worker's slot at once (default 0; not with reuseport)"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
+    {"spawn-parallel", 0, OPT_UINT, OFF(spawn_parallel), 0, 4096, true, "N", "workers starting (forked, not yet READY) at once, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
     {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
     {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
     {"env", 0, OPT_ENV, OFF(env), 0, 0, false, "KEY=VALUE", "set a variable for workers (repeatable)"},
@@ -615,6 +617,15 @@ int cr_config_set(struct cr_config *cfg, const char *key, const char *value, boo
     return 0;
 }
 
+/* An instance names a cgroup directory: no '.', so it can never be a
+ * control file (memory.*, cgroup.*) nor climb out of the parent. */
+static bool instance_valid(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 1 && n <= 64 &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == n;
+}
+
 /* HOST:PORT ([V6]:PORT), port 0..65535 (0: any free port); one line that
  * names the option and the range, before anything is opened. */
 static int check_listen(const char *hostport, char *err, size_t errlen)
@@ -664,6 +675,9 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
                                  "spare's own socket would be handed connections it cannot accept");
     if (cfg->backoff_max_ms < cfg->backoff_initial_ms)
         return fail(err, errlen, "--backoff-max must be at least --backoff-initial");
+    if (cfg->instance && !instance_valid(cfg->instance))
+        return fail(err, errlen, "--instance '%s': use 1 to 64 letters, digits, '-' or '_'",
+                    cfg->instance);
     return 0;
 }
 

@@ -69,6 +69,7 @@ struct cr_config {
     bool node_heap;
     bool node_agent;           /* preload the Node.js agent (node_agent.h) */
     char *cgroup_parent;
+    char *instance;            /* owns <parent>/workers/<instance>; NULL = from the control path */
     bool no_cgroups;
     uint64_t sample_interval_ms;
     bool pss;                  /* sample PSS (smaps_rollup) instead of RSS (statm) */
@@ -79,6 +80,7 @@ struct cr_config {
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
     unsigned spares;           /* warm spares kept started, ready and frozen */
+    unsigned spawn_parallel;   /* workers between fork and READY=1 at once; 0 = 2 × cores, ≥ 4 */
 
     char *user;                /* workers run as this user (name or uid); NULL = corrald's */
     char *group;               /* ... and group; NULL = the user's primary group */

@@ -149,13 +149,16 @@ struct cr_supervisor {
     size_t ngenerations;
     unsigned reload_failed; /* replacements of the running reload that died */
     uv_timer_t finish_timer; /* exits the loop once stopping and empty */
+    uv_idle_t spawn_pacer;   /* runs while workers are pending: a few spawns per loop turn */
+    uv_timer_t spawn_recheck; /* pending, but --spawn-parallel workers are starting */
 
     /* cgroups */
     bool cgroups;
     int cg_layout; /* enum cr_cgroup_layout */
     char *cg_base;    /* rel path: workers live in <cg_base>/workers */
     bool cg_base_created; /* --cgroup-parent did not exist: remove it at exit */
-    struct cr_cgroup *cg_workers;
+    struct cr_cgroup *cg_workers; /* <cg_base>/workers/<instance>: this corrald's own */
+    int cg_lock_fd;               /* flock on cg_workers's directory, held until exit */
     struct cr_cgroup **cg_ancestors; /* enclosing groups whose limits count as "ancestor" */
     size_t cg_nancestors;
     struct cr_cgroup **cg_trash; /* groups to remove once the kernel lets us */

@@ -9,8 +9,12 @@
  * every state change of a worker is one of these cells. */
 static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     [CR_WS_NEW] = {
-        [CR_WE_START] = T(STARTING, SPAWN),
+        [CR_WE_START] = T(PENDING, QUEUE),
         [CR_WE_START_SPARE] = T(SPARE_STARTING, SPAWN),
+        [CR_WE_DRAIN] = T(GONE, REMOVE),
+    },
+    [CR_WS_PENDING] = {
+        [CR_WE_SPAWN_TURN] = T(STARTING, SPAWN),
         [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_STARTING] = {
@@ -51,11 +55,11 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_RETIRE] = T(GONE, REMOVE),
     },
     [CR_WS_BACKOFF] = {
-        [CR_WE_DEADLINE] = T(STARTING, SPAWN),
+        [CR_WE_DEADLINE] = T(PENDING, QUEUE),
         [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_FAILED] = {
-        [CR_WE_DEADLINE] = T(STARTING, SPAWN),
+        [CR_WE_DEADLINE] = T(PENDING, QUEUE),
         [CR_WE_DRAIN] = T(GONE, REMOVE),
     },
     [CR_WS_GONE] = {0},
@@ -101,6 +105,7 @@ static const struct {
     const char *deadline;
 } states[_CR_WS_MAX] = {
     [CR_WS_NEW] = {"new", .unseen = true},
+    [CR_WS_PENDING] = {"pending"},
     [CR_WS_STARTING] = {"starting", .process = true, .spawned = true,
                         .deadline = "start timeout, or readiness assumed by --ready"},
     [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
@@ -155,6 +160,7 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_DRAIN] = "drain",
     [CR_WE_EXIT] = "exit",
     [CR_WE_START] = "start",
+    [CR_WE_SPAWN_TURN] = "spawn-turn",
     [CR_WE_SPAWN_FAILED] = "spawn-failed",
     [CR_WE_RESTART] = "restart",
     [CR_WE_BUDGET_SPENT] = "budget-spent",
@@ -180,6 +186,7 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_SEND_TERM] = "send-term",
     [CR_WA_KILL_STOP_TIMEOUT] = "kill-stop-timeout",
     [CR_WA_REAP] = "reap",
+    [CR_WA_QUEUE] = "queue",
     [CR_WA_SPAWN] = "spawn",
     [CR_WA_SPAWN_FAILED] = "spawn-failed",
     [CR_WA_ARM_RESTART] = "arm-restart",

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <uv.h>
 
+#include "cgsetup.h"
 #include "control.h"
 #include "cr_config.h"
 #include "internal.h"
@@ -131,7 +132,13 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     reaper_start(wi, loop);
     /* The control path first: a second corrald refused there (the path is
      * owned) must not bind the port or touch the cgroups of the first. */
-    if ((r = cr_control_open(sup)) < 0 || (r = cr_supervisor_open(sup)) < 0)
+    if ((r = cr_control_open(sup)) < 0)
+        return r;
+    /* The instance (its worker cgroups) is named after the control path it owns. */
+    if (!sup->cfg.instance &&
+        (r = cr_cg_default_instance(cr_control_path(sup->control), &sup->cfg.instance)) < 0)
+        return r;
+    if ((r = cr_supervisor_open(sup)) < 0)
         return r;
     /* The Prometheus listener shares the control socket's lifetime: both
      * are how the outside reads corrald, and both close at its exit. */

@@ -21,6 +21,7 @@
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "spawn.h"
 #include "supervisor.h"
 #include "view.h"
 #include "worker_io.h"
@@ -28,16 +29,22 @@
 
 /* ---- operations ---------------------------------------------------------- */
 
-static int lowest_free_id(struct cr_supervisor *sup)
+/* The lowest slot id not held by a worker that stays, from *from on: the
+ * ids a scale-up hands out are ascending, so one call per new worker
+ * resumes where the last one stopped and the list stays sorted by id
+ * (one pass per new worker, not one per candidate id). */
+static int lowest_free_id(struct cr_supervisor *sup, int *from)
 {
-    for (int id = 1;; id++) {
-        bool used = false;
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
-            if (w->id == id && !w->retire_on_exit)
-                used = true;
-        if (!used)
-            return id;
+    int id = *from;
+    for (struct cr_worker *w = sup->workers; w; w = w->next) {
+        if (w->id < id || w->retire_on_exit)
+            continue;
+        if (w->id > id)
+            break;
+        id++;
     }
+    *from = id + 1;
+    return id;
 }
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
@@ -52,8 +59,9 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     for (struct cr_worker *w = sup->workers; w; w = w->next)
         if (!w->retire_on_exit && !w->replaces && w->id != CR_SPARE_ID)
             have++;
+    int from = 1;
     while (have < n) {
-        struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup));
+        struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup, &from));
         if (!w)
             return -ENOMEM;
         cr_worker_start(w);
@@ -153,7 +161,19 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
     if (sup->stopping)
         return;
     sup->stopping = true;
-    cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", cr_supervisor_count_ready(sup));
+    /* What the stop does: every process is drained, whatever its state
+     * (a big scale-up leaves many still starting), and every queued spawn
+     * is cancelled. */
+    unsigned procs = 0, queued = 0;
+    for (struct cr_worker *w = sup->workers; w; w = w->next) {
+        procs += cr_wstate_has_process(w->state);
+        queued += w->state == CR_WS_PENDING;
+    }
+    if (queued)
+        cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s), cancelling %u queued spawn(s)",
+               procs, queued);
+    else
+        cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", procs);
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_STOPPING});
     /* Drain from a snapshot: draining a process-less worker frees it. */
     struct cr_worker *w = sup->workers;
@@ -197,13 +217,17 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     sup->loop = loop;
     sup->notify_fd = -1;
     sup->listener.fd = -1;
+    sup->cg_lock_fd = -1;
     sup->started_at = uv_now(loop);
     sup->started_wall_ms = cr_wall_ms();
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
     uv_timer_init(loop, &sup->cg_trash_timer);
     uv_timer_init(loop, &sup->finish_timer);
     uv_timer_init(loop, &sup->spare_timer);
+    uv_idle_init(loop, &sup->spawn_pacer);
+    uv_timer_init(loop, &sup->spawn_recheck);
     sup->cg_trash_timer.data = sup->finish_timer.data = sup->spare_timer.data = sup;
+    sup->spawn_pacer.data = sup->spawn_recheck.data = sup;
 }
 
 int cr_supervisor_open(struct cr_supervisor *sup)
@@ -233,16 +257,24 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
     sup->target = sup->cfg.workers ? sup->cfg.workers : uv_available_parallelism();
     cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target,
            sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path);
+    /* A program that cannot be executed at all will not appear by
+     * retrying: refuse to run. Checked here, before any fork: spawns are
+     * paced and their exec result arrives later (worker_io.c). */
+    const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path;
+    char *path = NULL;
+    int r = cr_spawn_resolve(prog, &path);
+    if (r == 0 && access(path, X_OK) < 0 && (errno == ENOENT || errno == EACCES))
+        r = -errno;
+    free(path);
+    if (r == -ENOENT || r == -EACCES) {
+        cr_log(CR_LOG_ERR, "cannot execute %s: %s", prog, strerror(-r));
+        return -ECANCELED;
+    }
     for (unsigned i = 1; i <= sup->target; i++) {
         struct cr_worker *w = cr_worker_new(sup, (int)i);
         if (!w)
             return -ENOMEM;
         cr_worker_start(w);
-        /* A program that cannot be executed at all will not appear by
-         * retrying: refuse to run (the spawn logged the one line). */
-        if (i == 1 && (w->exec_errno == ENOENT || w->exec_errno == EACCES ||
-                       w->exec_errno == ENOEXEC))
-            return -ECANCELED;
     }
     cr_supervisor_pump_spares(sup); /* after the workers: capacity first */
     cr_supervisor_table_changed(sup);

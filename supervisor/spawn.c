@@ -64,9 +64,26 @@ static int drop_ids(uid_t uid, gid_t gid)
 }
 
 /* Everything here runs between fork and exec: async-signal-safe calls only. */
+/* Writes the pid's digits into the group's cgroup.procs. Async-signal-safe. */
+static int self_attach(int procs_fd)
+{
+    char digits[16], buf[16];
+    int n = 0, len = 0;
+    unsigned v = (unsigned)getpid();
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        buf[len++] = digits[--n];
+    ssize_t w;
+    while ((w = write(procs_fd, buf, (size_t)len)) < 0 && errno == EINTR)
+        ;
+    return w == len ? 0 : w < 0 ? errno : EIO;
+}
+
 static void __attribute__((noreturn))
-child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3, int fd4, int out,
-      pid_t ppid)
+child(const struct cr_spawn_opts *o, int err_w, int fd3, int fd4, int out, pid_t ppid)
 {
     sigset_t all;
     sigemptyset(&all);
@@ -81,16 +98,16 @@ child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3,
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != ppid)
         _exit(127);
 
-    /* Wait until the parent has put us in our cgroup (EOF on the gate);
-     * our copy of the write end would keep the gate shut forever. */
-    close(gate_w);
-    char c;
-    while (read(gate_r, &c, 1) < 0 && errno == EINTR)
-        ;
+    /* Into the worker's cgroup before one instruction of the worker
+     * program: the child moves itself, so the parent never waits for the
+     * kernel's migration (on v1 it can wait for an RCU grace period). A
+     * child that cannot enter its group never execs; the pipe says why. */
+    int err = 0, stage = CR_SPAWN_EXEC;
+    if (o->procs_fd >= 0 && (err = self_attach(o->procs_fd)) != 0)
+        stage = CR_SPAWN_ATTACH;
 
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int err = 0;
-    if (devnull < 0 || dup2(devnull, 0) < 0)
+    int devnull = err ? -1 : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (!err && (devnull < 0 || dup2(devnull, 0) < 0))
         err = errno;
     if (!err && out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0))
         err = errno;
@@ -110,7 +127,8 @@ child(const struct cr_spawn_opts *o, int gate_r, int gate_w, int err_w, int fd3,
         execve(o->path, o->argv, o->envp);
         err = errno;
     }
-    while (write(err_w, &err, sizeof(err)) < 0 && errno == EINTR)
+    int report[2] = {stage, err};
+    while (write(err_w, report, sizeof(report)) < 0 && errno == EINTR)
         ;
     _exit(127);
 }
@@ -122,51 +140,37 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* The parent's half once the child exists: its pidfd, its cgroup, then
- * the gate opened and the exec result read. On failure the child is
- * killed and reaped here: nothing else knows its pid. */
-static int parent(const struct cr_spawn_opts *o, pid_t pid, int *gate_w, int err_r,
-                  struct cr_spawn_result *ret)
+/* The parent's half once the child exists: its pidfd, and the exec pipe
+ * handed over (*err_r taken). On failure the child is killed and reaped
+ * here: nothing else knows its pid. */
+static int parent(pid_t pid, int *err_r, struct cr_spawn_result *ret)
 {
-    int r;
     /* Without pidfds (kernels before 5.3, valgrind) the worker is watched
      * through SIGCHLD instead, and signalled by pid: safe, because a child
      * that corrald has not reaped cannot have its pid reused. */
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0 && errno != ENOSYS) {
-        r = -errno;
+        int r = -errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         return r;
     }
-    if (o->attach && (r = o->attach(o->userdata, pid)) < 0) {
-        /* Never let a worker run outside its cgroup. */
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        close_fd(&pidfd);
-        return r;
-    }
-    close_fd(gate_w); /* opens the gate */
-
-    int child_errno = 0;
-    ssize_t n;
-    while ((n = read(err_r, &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
-        ;
-    *ret = (struct cr_spawn_result){
-        .pid = pid,
-        .pidfd = pidfd,
-        .exec_errno = n == (ssize_t)sizeof(child_errno) ? child_errno : 0,
-    };
+    /* Not waiting for the exec: on a loaded machine the child may not run
+     * for tens of milliseconds. The caller watches the pipe instead. */
+    int fl = fcntl(*err_r, F_GETFL);
+    fcntl(*err_r, F_SETFL, fl | O_NONBLOCK);
+    *ret = (struct cr_spawn_result){.pid = pid, .pidfd = pidfd, .exec_fd = *err_r};
+    *err_r = -1;
     return 0;
 }
 
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
 {
-    int gate[2] = {-1, -1}, errp[2] = {-1, -1};
+    int errp[2] = {-1, -1};
     int fd3 = -1, fd4 = -1, out = -1;
     int r;
 
-    if (pipe2(gate, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if (pipe2(errp, O_CLOEXEC) < 0) {
         r = -errno;
         goto out;
     }
@@ -184,26 +188,40 @@ int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret)
     pid_t ppid = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child(o, gate[0], gate[1], errp[1], fd3, fd4, out, ppid);
+        child(o, errp[1], fd3, fd4, out, ppid);
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (pid < 0) {
         r = -fork_errno;
         goto out;
     }
-
-    close_fd(&gate[0]);
     close_fd(&errp[1]);
-    r = parent(o, pid, &gate[1], errp[0], ret);
+    r = parent(pid, &errp[0], ret);
 out:
-    close_fd(&gate[0]);
-    close_fd(&gate[1]);
     close_fd(&errp[0]);
     close_fd(&errp[1]);
     close_fd(&fd3);
     close_fd(&fd4);
     close_fd(&out);
     return r;
+}
+
+int cr_spawn_read_exec(int exec_fd, int *ret_stage, int *ret_errno)
+{
+    int report[2];
+    ssize_t n;
+    while ((n = read(exec_fd, report, sizeof(report))) < 0 && errno == EINTR)
+        ;
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    if (n != (ssize_t)sizeof(report)) {
+        *ret_stage = CR_SPAWN_EXEC;
+        *ret_errno = 0; /* EOF: exec worked */
+        return 0;
+    }
+    *ret_stage = report[0] == CR_SPAWN_ATTACH ? CR_SPAWN_ATTACH : CR_SPAWN_EXEC;
+    *ret_errno = report[1] > 0 ? report[1] : EIO;
+    return 0;
 }
 
 static bool runnable(const char *p)

@@ -3,8 +3,10 @@
  * it runs a single instruction of the worker program, and leave reaping (and
  * so the full siginfo, core-dumped flag included) to the caller.
  *
- * The child blocks on a gate pipe while the parent runs `attach` (the cgroup
- * move); an exec-failure pipe carries errno back (EOF = exec worked).
+ * The child moves itself into its cgroup (a cgroup.procs fd the parent
+ * opened) before exec; an exec-failure pipe carries the stage and errno
+ * back (EOF = exec worked). The parent never waits for the child: it
+ * watches the pipe from its loop (cr_spawn_read_exec).
  */
 #pragma once
 
@@ -19,10 +21,9 @@ struct cr_spawn_opts {
     int fd3;                 /* becomes fd 3 (the listening socket), or -1 */
     int fd4;                 /* becomes fd 4 (the notify stream), or -1 */
     int out_fd;              /* becomes fds 1 and 2 */
-    /* Runs in the parent between fork and the child's exec. A negative
-     * return aborts the spawn: the child is killed and reaped. */
-    int (*attach)(void *userdata, pid_t pid);
-    void *userdata;
+    /* The worker group's cgroup.procs, open for writing, or -1: the child
+     * writes its pid there before anything else; failing, it never execs. */
+    int procs_fd;
     /* Drop to this uid/gid (supplementary groups cleared) after the attach,
      * before exec; the child verifies it cannot regain root. */
     bool set_ids;
@@ -32,18 +33,26 @@ struct cr_spawn_opts {
 
 struct cr_spawn_result {
     pid_t pid;
-    int pidfd;     /* CLOEXEC pidfd of the child (poll it; reap with waitid) */
-    int exec_errno; /* 0 = exec worked; else the child is exiting with 127 */
+    int pidfd;   /* CLOEXEC pidfd of the child (poll it; reap with waitid), -1 without */
+    int exec_fd; /* CLOEXEC, non-blocking: readable once the child exec'd (EOF) or failed */
 };
+
+/* Where a child that never exec'd failed. */
+enum { CR_SPAWN_EXEC = 1, CR_SPAWN_ATTACH = 2 };
 
 /* The padded LISTEN_PID entry: the child writes its pid over the spaces. */
 #define CR_SPAWN_LISTEN_PID_TEMPLATE "LISTEN_PID=                    "
 
-/* Forks and execs. On success (>= 0) the child exists and must be reaped by
- * the caller, even when exec_errno says exec failed. -errno on failure to
- * fork or to attach (nothing left running). Blocks only until the child has
- * exec'd or failed to: microseconds. */
+/* Forks. On success (>= 0) the child exists and must be reaped by the
+ * caller, who owns pidfd and exec_fd. -errno when fork or pidfd_open fails
+ * (nothing left running). Never waits for the child. */
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret);
+
+/* Reads the child's report from exec_fd: *ret_errno 0 when exec worked
+ * (EOF), else the errno of the stage that failed (CR_SPAWN_ATTACH: the
+ * cgroup move, CR_SPAWN_EXEC: execve or the set-up before it). -EAGAIN:
+ * nothing to read yet. */
+int cr_spawn_read_exec(int exec_fd, int *ret_stage, int *ret_errno);
 
 /* Resolves a program name like execvp would (PATH search when it has no
  * slash). Caller frees. -ENOENT/-EACCES when nothing runnable is found. */

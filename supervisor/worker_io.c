@@ -16,8 +16,9 @@
 #include "cr_cgroup.h"
 #include "internal.h"
 #include "log.h"
+#include "spawn.h"
 
-enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_MAX };
+enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_EXEC, IO_MAX };
 
 struct cr_wio {
     struct cr_worker *w; /* NULL once the worker let go of it */
@@ -203,6 +204,33 @@ static void on_oom(uv_poll_t *p, int status, int events)
     w->seen = ev;
 }
 
+/* The child's word on its exec, read when the pipe becomes readable or,
+ * at the latest, when the child is reaped (it writes before it exits). */
+static void read_exec(struct cr_wio *io)
+{
+    struct cr_worker *w = io->w;
+    int stage = 0, err = 0;
+    if (!w || !io->polling[IO_EXEC] || cr_spawn_read_exec(io->fd[IO_EXEC], &stage, &err) < 0)
+        return;
+    io_stop(io, IO_EXEC);
+    if (!err)
+        return;
+    w->exec_errno = err;
+    const struct cr_config *c = &w->sup->cfg;
+    if (stage == CR_SPAWN_ATTACH)
+        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
+                     "worker %d: cannot enter its cgroup: %s", w->id, strerror(err));
+    else
+        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
+                     "worker %d: cannot execute %s: %s", w->id,
+                     c->argc ? c->argv[0] : w->sup->worker_path, strerror(err));
+}
+
+static void on_exec(uv_poll_t *p, int status, int events)
+{
+    read_exec(p->data);
+}
+
 /* The one place a worker is reaped, whichever way its exit was noticed
  * (its pidfd, or SIGCHLD where there is no pidfd). Returns false when the
  * process has not exited yet. */
@@ -234,8 +262,10 @@ static bool reap(struct cr_worker *w)
     }
     w->wait_code = si.si_code;
     w->wait_status = si.si_status;
-    if (io)
+    if (io) {
+        read_exec(io);
         io_stop(io, IO_PID);
+    }
     w->sup->io_sink->exited(w);
     /* The reaper has read what it needed: the rest of the generation goes. */
     if (io && w->io == io)
@@ -294,13 +324,14 @@ static int io_poll(struct cr_wio *io, uv_loop_t *loop, int which, uv_poll_cb cb)
     return uv_poll_start(&io->poll[which], UV_READABLE, cb);
 }
 
-int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
+int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_fd)
 {
     struct cr_wio *io = calloc(1, sizeof(*io));
     if (!io) {
         close(pidfd);
         close(out_fd);
         close(ns_fd);
+        close(exec_fd);
         return -ENOMEM;
     }
     io->w = w;
@@ -312,6 +343,7 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
     io->fd[IO_OUT] = out_fd;
     io->fd[IO_NS] = ns_fd;
     io->fd[IO_OOM] = -1;
+    io->fd[IO_EXEC] = exec_fd;
     w->io = io;
     if (w->cg && cr_cgroup_oom_fd(w->cg, &io->fd[IO_OOM]) < 0)
         io->fd[IO_OOM] = -1; /* counters are still read at death */
@@ -332,6 +364,7 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd)
     io_poll(io, loop, IO_OUT, on_output);
     io_poll(io, loop, IO_NS, on_nstream);
     io_poll(io, loop, IO_OOM, on_oom);
+    io_poll(io, loop, IO_EXEC, on_exec);
     return 0;
 }
 

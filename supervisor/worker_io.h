@@ -22,10 +22,11 @@ struct cr_io_sink {
     void (*recycle)(struct cr_worker *w, const char *why);
 };
 
-/* Takes the three descriptors (closed even on failure) and starts their
- * polls, plus the cgroup's OOM watch. -errno when the exit watch fails:
- * the process then cannot be supervised. */
-int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd);
+/* Takes the four descriptors (closed even on failure) and starts their
+ * polls, plus the cgroup's OOM watch. exec_fd is cr_spawn()'s exec pipe:
+ * a failed exec sets w->exec_errno (logged) before the reap. -errno when
+ * the exit watch fails: the process then cannot be supervised. */
+int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_fd);
 /* The generation's pidfd, or -1. */
 int cr_io_pidfd(const struct cr_worker *w);
 /* Reads what the output pipe still holds (before a post-mortem). */

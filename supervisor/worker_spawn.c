@@ -240,16 +240,15 @@ static void new_generation(struct cr_worker *w)
 /* The child exists: hand its descriptors to worker_io.c. Without the exit
  * watch the process cannot be supervised: end it and reap it here — it
  * never became a worker, and nothing else knows its pid. */
-static int adopt(struct cr_worker *w, const struct cr_spawn_result *res, const char *path,
-                 int out_fd, int ns_fd)
+static int adopt(struct cr_worker *w, const struct cr_spawn_result *res, int out_fd, int ns_fd)
 {
     w->pid = res->pid;
-    w->exec_errno = res->exec_errno;
+    w->exec_errno = 0; /* told later by the exec pipe (worker_io.c) */
     w->spawned_at = cr_now_ms(w->sup);
     w->spawned_wall_ms = cr_wall_ms();
     w->ready_at = 0;
     w->last_report_at = w->spawned_at;
-    int r = cr_io_adopt(w, res->pidfd, out_fd, ns_fd);
+    int r = cr_io_adopt(w, res->pidfd, out_fd, ns_fd, res->exec_fd);
     if (r < 0) {
         kill(res->pid, SIGKILL);
         waitpid(res->pid, NULL, 0);
@@ -258,13 +257,9 @@ static int adopt(struct cr_worker *w, const struct cr_spawn_result *res, const c
         cr_cg_worker_release(w);
         return r;
     }
-    if (w->exec_errno)
-        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
-                     "worker %d: cannot execute %s: %s", w->id, path, strerror(w->exec_errno));
-    else
-        cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
-                     "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid,
-                     w->generation, w->replaces ? " (replacement)" : "");
+    cr_log_event(CR_LOG_INFO, "spawned", w->id, w->pid, NULL,
+                 "worker %d spawned: pid %d, generation %u%s", w->id, (int)w->pid, w->generation,
+                 w->replaces ? " (replacement)" : "");
     return 0;
 }
 
@@ -273,7 +268,7 @@ int cr_worker_spawn(struct cr_worker *w)
     struct cr_supervisor *sup = w->sup;
     struct strv env = {0}, argv = {0};
     struct cr_listener own = {.fd = -1};
-    int outp[2] = {-1, -1}, ns[2] = {-1, -1};
+    int outp[2] = {-1, -1}, ns[2] = {-1, -1}, procs_fd = -1;
     char *path = NULL;
     int slot, r;
 
@@ -292,8 +287,11 @@ int cr_worker_spawn(struct cr_worker *w)
     if ((r = build_env(w, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
         (r = build_argv(w, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
-    if (sup->cgroups && (r = cr_cg_worker_create(w)) < 0)
+    if (sup->cgroups && ((r = cr_cg_worker_create(w)) < 0 ||
+                         (r = procs_fd = cr_cg_worker_procs_fd(w)) < 0)) {
+        cr_cg_worker_release(w);
         goto out;
+    }
     if (w->id == CR_SPARE_ID && (r = cr_freeze_prepare(w)) < 0) {
         cr_cg_worker_release(w);
         goto out;
@@ -302,8 +300,7 @@ int cr_worker_spawn(struct cr_worker *w)
 
     struct cr_spawn_opts o = {
         .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
-        .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1],
-        .attach = sup->cgroups ? cr_cg_attach_cb : NULL, .userdata = w,
+        .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1], .procs_fd = procs_fd,
         .set_ids = sup->set_ids, .uid = sup->worker_uid, .gid = sup->worker_gid,
     };
     struct cr_spawn_result res;
@@ -312,9 +309,20 @@ int cr_worker_spawn(struct cr_worker *w)
         cr_cg_worker_release(w);
         goto out;
     }
-    r = adopt(w, &res, path, outp[0], ns[0]);
+    r = adopt(w, &res, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
+    /* A v1 spare is frozen through the freezer hierarchy. The child moved
+     * itself into its memory group only; the parent adds it here, long
+     * before it can be ready and frozen. A spare that cannot be frozen must
+     * not run unfrozen beside the workers: it is killed, and reaped (and
+     * throttled) like any spare's death. Its pid is still ours: unreaped. */
+    if (r >= 0 && w->freezer && cr_freezer_attach(w->freezer, res.pid) < 0) {
+        cr_log(CR_LOG_ERR, "spare pid %d: cannot join its freezer group; killing it", (int)res.pid);
+        kill(res.pid, SIGKILL);
+    }
 out:
+    if (procs_fd >= 0)
+        close(procs_fd);
     if (outp[0] >= 0)
         close(outp[0]);
     if (outp[1] >= 0)

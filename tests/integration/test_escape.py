@@ -113,15 +113,18 @@ def test_sigkill_then_next_start_purges():
     children, which stay in the worker groups. The next corrald with the same
     cgroup parent kills them before reclaiming the groups, and says so."""
     with h.corral_cgroup("esc-purge") as cg:
-        with h.corrald(workers=2, cgroups=cg.rel, command=["/bin/sh", "-c", CHILD],
-                       name="esc-purge1") as c:
+        # The same instance (each run here has its own control path, so the
+        # default instance names would differ).
+        with h.corrald("--instance", "esc-purge", workers=2, cgroups=cg.rel,
+                       command=["/bin/sh", "-c", CHILD], name="esc-purge1") as c:
             kids = wait_sleeps(c, 2)
             c.kill(signal.SIGKILL)
             c.proc.wait(5)
         time.sleep(0.2)
         left = [k for k in kids if ct.pid_alive(k)]
         assert left == kids, f"expected the orphans to survive corrald's SIGKILL: {left} {kids}"
-        with h.corrald(workers=1, cgroups=cg.rel, name="esc-purge2") as c2:
+        with h.corrald("--instance", "esc-purge", workers=1, cgroups=cg.rel,
+                       name="esc-purge2") as c2:
             ct.wait_for(lambda: not any(ct.pid_alive(k) for k in kids), 3,
                         what="the orphans of the last corrald to be killed")
             assert "killed 2 process(es) left in stale worker cgroups" in c2.log(), \

@@ -101,7 +101,7 @@ def test_ancestor():
                 f.write(str(os.getpid()))
         with h.corrald("--memory-max", "128M", workers=2, cgroups=False, preexec=enter,
                        name="anc") as c:
-            assert c.status()["supervisor"]["cgroup"]["workers"] == cg.rel + "/workers"
+            assert c.status()["supervisor"]["cgroup"]["workers"].startswith(cg.rel + "/workers/")
             pids = c.live_pids()
 
             def bump():
@@ -215,7 +215,9 @@ def _try(c, path):
 
 
 def _wgroups(cg):
-    return [g for g in cg.groups() if g.startswith("w")]
+    # One instance across the three corralds below (each has its own
+    # control path, so their default instance names would differ).
+    return [g for g in cg.groups("workers/cleanup") if g.startswith("w")]
 
 
 def test_cleanup():
@@ -223,7 +225,7 @@ def test_cleanup():
     worker survives (PDEATHSIG) and the next corrald reclaims the stale
     groups."""
     with h.corral_cgroup("cleanup") as cg:
-        c = ct.Corrald(workers=2, cgroups=cg.rel, name="cleanup1")
+        c = ct.Corrald("--instance", "cleanup", workers=2, cgroups=cg.rel, name="cleanup1")
         try:
             pids = c.live_pids()
             assert len(_wgroups(cg)) == 2, cg.groups()
@@ -232,7 +234,7 @@ def test_cleanup():
             assert all(h.pid_gone(p) for p in pids)
         finally:
             c.close()
-        c = ct.Corrald(workers=2, cgroups=cg.rel, name="cleanup2")
+        c = ct.Corrald("--instance", "cleanup", workers=2, cgroups=cg.rel, name="cleanup2")
         try:
             pids = c.live_pids()
             stale = _wgroups(cg)
@@ -244,7 +246,7 @@ def test_cleanup():
             assert _wgroups(cg) == stale, "kill -9 leaves the groups for the next start"
         finally:
             c.close()
-        c = ct.Corrald(workers=2, cgroups=cg.rel, name="cleanup3")
+        c = ct.Corrald("--instance", "cleanup", workers=2, cgroups=cg.rel, name="cleanup3")
         try:
             assert "reclaimed 2 stale worker cgroup(s)" in c.log(), c.log()
             live = sorted(w["cgroup"].rsplit("/", 1)[1] for w in c.workers())

@@ -217,7 +217,9 @@ static enum cr_wstate step(enum cr_wstate s, enum cr_wevent e, enum cr_waction w
 static void test_a_life(void **state)
 {
     enum cr_wstate s = CR_WS_NEW;
-    s = step(s, CR_WE_START, CR_WA_SPAWN);
+    s = step(s, CR_WE_START, CR_WA_QUEUE);
+    assert_int_equal(s, CR_WS_PENDING);
+    s = step(s, CR_WE_SPAWN_TURN, CR_WA_SPAWN);
     assert_int_equal(s, CR_WS_STARTING);
     s = step(s, CR_WE_READY, CR_WA_BECOME_READY);
     s = step(s, CR_WE_WATCHDOG, CR_WA_ARM_WATCHDOG);
@@ -231,12 +233,14 @@ static void test_a_life(void **state)
     s = step(s, CR_WE_EXIT, CR_WA_REAP);
     s = step(s, CR_WE_RESTART, CR_WA_ARM_RESTART);
     assert_int_equal(s, CR_WS_BACKOFF);
-    s = step(s, CR_WE_DEADLINE, CR_WA_SPAWN);
+    s = step(s, CR_WE_DEADLINE, CR_WA_QUEUE);
+    s = step(s, CR_WE_SPAWN_TURN, CR_WA_SPAWN);
     s = step(s, CR_WE_SPAWN_FAILED, CR_WA_SPAWN_FAILED);
     assert_int_equal(s, CR_WS_EXITED);
     s = step(s, CR_WE_BUDGET_SPENT, CR_WA_MARK_FAILED);
     assert_int_equal(s, CR_WS_FAILED);
-    s = step(s, CR_WE_DEADLINE, CR_WA_SPAWN);
+    s = step(s, CR_WE_DEADLINE, CR_WA_QUEUE);
+    s = step(s, CR_WE_SPAWN_TURN, CR_WA_SPAWN);
     s = step(s, CR_WE_DEADLINE, CR_WA_STARTING_DEADLINE);
     s = step(s, CR_WE_START_TIMEOUT, CR_WA_KILL_START_TIMEOUT);
     assert_int_equal(s, CR_WS_STARTING);
@@ -265,6 +269,11 @@ static void test_ignored_events(void **state)
     /* A worker without a process is retired at once when drained. */
     assert_int_equal(step(CR_WS_BACKOFF, CR_WE_DRAIN, CR_WA_REMOVE), CR_WS_GONE);
     assert_int_equal(step(CR_WS_FAILED, CR_WE_DRAIN, CR_WA_REMOVE), CR_WS_GONE);
+    /* A queued spawn is cancelled, not started, when drained (a stop
+     * during a big scale-up), and only the pacer starts it. */
+    assert_int_equal(step(CR_WS_PENDING, CR_WE_DRAIN, CR_WA_REMOVE), CR_WS_GONE);
+    ignored(CR_WS_PENDING, CR_WE_DEADLINE);
+    ignored(CR_WS_PENDING, CR_WE_START);
     /* The metrics list every state a worker can be seen in. */
     assert_true(cr_wstate_unseen(CR_WS_NEW));
     assert_false(cr_wstate_unseen(CR_WS_EXITED));
