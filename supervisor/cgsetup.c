@@ -615,6 +615,9 @@ static void on_trash_timer(uv_timer_t *t)
     size_t keep = 0;
     for (size_t i = 0; i < sup->cg_ntrash; i++) {
         struct cr_cgroup *cg = sup->cg_trash[i];
+        /* Kill again first: on v1 a process forked after the release's
+         * kill would keep the group busy for good. */
+        (void)cr_cgroup_kill(cg, SIGKILL, NULL);
         if (cr_cgroup_remove(cg, 0) == 0)
             cr_cgroup_free(cg);
         else

@@ -897,8 +897,12 @@ static enum cr_wevent act_spawn(struct cr_worker *w)
  * serving. */
 static enum cr_wevent act_spawn_failed(struct cr_worker *w)
 {
-    if (w->replaces)
+    if (w->replaces) {
+        /* As a replacement that died: count it against the reload and hold
+         * off the next recycle, or a memory trigger would fork every sample. */
+        replacement_failed(w, cr_now_ms(w->sup), 0);
         return CR_WE_RETIRE;
+    }
     if (w->id == CR_SPARE_ID) {
         spare_failed(w->sup, 0);
         return CR_WE_RETIRE;

@@ -352,8 +352,9 @@ char *cr_worker_default_path(void)
         if (slash) {
             *slash = '\0';
             char *cand = NULL;
-            if (asprintf(&cand, "%s/../worker/corral-worker", self) >= 0 &&
-                access(cand, X_OK) == 0)
+            if (asprintf(&cand, "%s/../worker/corral-worker", self) < 0)
+                cand = NULL; /* its value is undefined after a failure */
+            else if (access(cand, X_OK) == 0)
                 return cand;
             free(cand);
         }
