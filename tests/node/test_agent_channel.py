@@ -43,14 +43,19 @@ def case_reports(node):
               "heap used below the heap limit: %s/%s" % (rep["X_HEAP_USED"], rep["X_HEAP_LIMIT"]))
         check(int(rep["X_RSS"]) > int(rep["X_HEAP_USED"]), "RSS above the heap")
         check(get(w.port, "/block?ms=250", timeout=10)[0] == 200, "a 250 ms stall")
+        # The report whose window holds the stall may go out before the
+        # request is counted (its timer was due during the stall), so the
+        # stall and the count can arrive in two consecutive reports.
+        stall_max = 0
         for _ in range(20):
             rep, _ = w.wait_for("WATCHDOG", 3)
-            if int(rep["X_REQUESTS"]) >= 1 and int(rep["X_LOOP_DELAY_MAX_US"]) > 0:
+            stall_max = max(stall_max, int(rep["X_LOOP_DELAY_MAX_US"]))
+            if int(rep["X_REQUESTS"]) >= 1 and stall_max >= 200000:
                 break
         check(int(rep["X_REQUESTS"]) == 1 and rep["X_INFLIGHT"] == "0",
               "the request counted: %s" % rep["X_REQUESTS"])
-        check(200000 <= int(rep["X_LOOP_DELAY_MAX_US"]) < 2000000,
-              "the stall in the loop delay max: %s us" % rep["X_LOOP_DELAY_MAX_US"])
+        check(200000 <= stall_max < 2000000,
+              "the stall in the loop delay max: %s us" % stall_max)
         check(float(rep["X_ELU"]) > 0, "ELU above 0 over the stall: %s" % rep["X_ELU"])
         check(get(w.port, "/buffer?mb=16", timeout=10)[0] == 200, "16 MB of Buffers kept")
         rep, _ = w.wait_for("WATCHDOG", 3)
