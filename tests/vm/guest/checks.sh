@@ -122,7 +122,7 @@ dump_unit_procs() {
 	local p
 	# shellcheck disable=SC2013 # pids, one a word
 	for p in $(cat "$(unit_cg)"/cgroup.procs "$(unit_cg)"/*/cgroup.procs \
-		"$(unit_cg)"/workers/*/cgroup.procs 2>/dev/null); do
+		"$(unit_cg)"/workers/*/w*/cgroup.procs 2>/dev/null); do
 		echo "--- pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline")"
 		grep -E '^(State|NoNewPrivs|Seccomp)' "/proc/$p/status"
 		echo "wchan: $(cat "/proc/$p/wchan")"
@@ -171,7 +171,8 @@ check_worker_leaves() {
 	cg=$(unit_cg)
 	pids=$(ready_pids)
 	echo "ready pids: $pids"
-	for leaf in "$cg"/workers/w*; do
+	# Each corrald instance owns workers/<instance>/ (issue 13).
+	for leaf in "$cg"/workers/*/w*; do
 		[ -d "$leaf" ] || continue
 		n=$((n + 1))
 		local max procs
@@ -182,7 +183,7 @@ check_worker_leaves() {
 		[ -n "$procs" ] && echo "$pids" | grep -qx "$(echo "$procs" | head -n 1)" ||
 			fail "$leaf holds '$procs', not a ready worker" || return 1
 	done
-	[ "$n" -eq 2 ] || fail "$n worker leaves under $cg/workers, want 2"
+	[ "$n" -eq 2 ] || fail "$n worker leaves under $cg/workers/*, want 2"
 }
 
 check_hardening() {
@@ -284,7 +285,7 @@ check_memory_high() {
 	wait_until 30 all_ready 2 || fail "not 2 ready workers before the check" || return 1
 	ctl '{"cmd":"set","key":"memory-high","value":"24M"}' | jq -e .ok > /dev/null ||
 		fail "set memory-high 24M was refused" || return 1
-	echo "worker memory.high: $(cat "$(unit_cg)"/workers/w*/memory.high | tr '\n' ' ')"
+	echo "worker memory.high: $(cat "$(unit_cg)"/workers/*/w*/memory.high | tr '\n' ' ')"
 	for _ in $(seq 1 6); do
 		curl -s -m 20 -o /dev/null "http://127.0.0.1:8080/buffer?mb=8&retain=1"
 		high_recycled && break
@@ -435,7 +436,7 @@ check_stop_no_processes() {
 check_stop_leaves() {
 	[ -n "$STOP_CG" ] || fail "nothing was stopped" || return 1
 	local leaves
-	leaves=$(ls -d "$STOP_CG"/workers/w* 2>/dev/null)
+	leaves=$(ls -d "$STOP_CG"/workers/w* "$STOP_CG"/workers/*/w* 2>/dev/null)
 	[ -z "$leaves" ] || fail "worker leaves left after stop: $leaves"
 }
 
