@@ -558,8 +558,10 @@ def check_leftovers(c, cg, n, base, settle_problem):
     if escaped:
         problems.append(f"processes in the test cgroup that are no live worker: "
                         f"{sorted(escaped)}")
-    groups = set(cg.groups())
-    want = {w["cgroup"].rsplit("/", 1)[1] for w in ws if w.get("cgroup")}
+    # Worker groups live below the instance's subtree: workers/<INSTANCE>/wN-G.
+    groups = {f"{i}/{g}" for i in cg.groups()
+              for g in cg.groups(os.path.join("workers", i))}
+    want = {"/".join(w["cgroup"].rsplit("/", 2)[1:]) for w in ws if w.get("cgroup")}
     if groups != want:
         problems.append(f"stray worker cgroups: {sorted(groups - want)}; "
                         f"missing: {sorted(want - groups)}")
