@@ -263,6 +263,14 @@ class Chaos:
         self.threads.append(t)
         return True
 
+    def hung_drained(self, pids, t):
+        """A hung worker that a reload or scale-down drains cannot drain:
+        corrald kills it at the stop timeout (its drain deadline replaces
+        the hang timeout), unless the hang timeout came first."""
+        if self.hang_pid in pids:
+            self.ledger.append({"t_ms": t, "fault": "drain-hung", "pids": [self.hang_pid],
+                                "expect": "stop-timeout"})
+
     def reload(self):
         # Every process, a hit one too: a hung worker may be recycled
         # before its hang timeout (either death then matches the ledger).
@@ -272,6 +280,7 @@ class Chaos:
         r = self.c.ctl("reload")
         assert r["ok"], r
         self.record("reload", pids, EXPECT["reload"], t)
+        self.hung_drained(pids, t)
         # Any process spawned before the answer (a queued replacement may
         # start between the status read and the command) is eligible too.
         self.ledger[-1]["t_end_ms"] = now_ms()
@@ -304,10 +313,7 @@ class Chaos:
             pids = {w["pid"] for w in ws if w["pid"]} | {
                 w["pid"] for w in self.c.workers() if w["id"] > k and w["pid"]}
             self.record("scale-down", pids, EXPECT["scale-down"], t)
-            if self.hang_pid in pids:
-                # (force only) a hung worker cannot drain: killed at the
-                # stop timeout, unless its hang timeout comes first.
-                self.record("scale-down", [self.hang_pid], "stop-timeout", t)
+            self.hung_drained(pids, t)
         else:
             t = now_ms()
             r = self.c.ctl("scale", workers=k)
