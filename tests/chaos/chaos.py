@@ -663,7 +663,7 @@ def run(args):
 
         result = {
             "seed": args.seed, "seconds": args.seconds,
-            "faults": len(chaos.ledger), "by_fault": chaos.counts, "skipped": chaos.skipped,
+            "faults": sum(chaos.counts.values()), "by_fault": chaos.counts, "skipped": chaos.skipped,
             "deaths": len(deaths), "matched": len(deaths) - len(unmatched),
             "by_category": {k: sum(1 for d in deaths if d["category"] == k)
                             for k in sorted({d["category"] for d in deaths})},
