@@ -76,6 +76,12 @@ FAULTS = DIRECT + ("reload", "scale")
 RSS_BOUND = 8 << 20        # corrald's RSS growth allowed over the run
 RSS_BOUND_ASAN = 64 << 20  # ASan's quarantine and shadow grow by themselves
 SERVING_GAP = 1.0          # seconds below N-1 serving workers allowed
+# A fault that kills hits only a worker ready this long (issue 12's
+# criterion): an earlier death counts towards the crash budget (--min-uptime).
+VICTIM_MIN_READY_MS = 2000
+# A scale-up's new slot counts as a worker that should serve from its first
+# ready, or at the latest this long after the scale command.
+SCALE_UP_START_MS = 5000
 # A sanitized worker would catch SIGSEGV itself and exit 1: let the signal
 # through, as for a production build (as test_classify's segv_core does).
 SEGV_THROUGH = {k: (os.environ.get(k, "") + ":handle_segv=0").lstrip(":")
@@ -158,8 +164,11 @@ class Client(threading.Thread):
 
 
 class Chaos:
-    def __init__(self, c, cg, n, seed, seconds):
+    def __init__(self, c, cg, n, seed, seconds, initial, t_initial):
         self.c, self.cg, self.n, self.seconds = c, cg, n, seconds
+        # When each pid became ready: the initial workers were ready before
+        # the events subscription (t_initial is later: conservative).
+        self.ready_at = {p: t_initial for p in initial}
         self.rng = random.Random(seed)
         self.ledger = []       # {t_ms, fault, pids, expect}
         self.pending = set()   # pids hit directly and not yet seen dead
@@ -174,12 +183,17 @@ class Chaos:
     def died_pids(self, events):
         return {e["pid"] for e in events if e["event"] == "died"}
 
-    def candidates(self):
-        """Pids of plain ready workers no fault or planned replacement is
-        already after."""
+    def candidates(self, events):
+        """Pids of plain ready workers, ready for VICTIM_MIN_READY_MS, that
+        no fault or planned replacement is already after."""
+        for e in events:
+            if e["event"] == "ready":
+                self.ready_at.setdefault(e["pid"], e["time_ms"])
         out = []
+        old = now_ms() - VICTIM_MIN_READY_MS
         for w in self.c.workers():
             if (w["state"] == "ready" and w["pid"] and not w.get("retiring")
+                    and self.ready_at.get(w["pid"], old + 1) <= old
                     and not w.get("recycle_queued") and not w.get("replaces_pid")
                     and not w.get("replaced_by_pid") and w["pid"] not in self.pending
                     and w["id"] <= self.target):
@@ -211,8 +225,8 @@ class Chaos:
         self.counts[fault] = self.counts.get(fault, 0) + 1
 
     # -- the faults ----------------------------------------------------------
-    def direct(self, fault):
-        cands = self.candidates()
+    def direct(self, fault, events):
+        cands = self.candidates(events)
         if self.hang_pid in cands:
             cands.remove(self.hang_pid)
         if not cands:
@@ -230,6 +244,10 @@ class Chaos:
         self.record(fault, [pid], EXPECT[fault])
         if fault == "hang":
             self.hang_pid = pid
+        # Never reconnect silently: once the victim closed the connection
+        # (a drain, a death), the next request would go to another worker
+        # the ledger does not name (a fresh one hung by /heavy, say).
+        conn.auto_open = 0
 
         def send():
             with contextlib.suppress(Exception):
@@ -245,6 +263,14 @@ class Chaos:
         self.threads.append(t)
         return True
 
+    def hung_drained(self, pids, t):
+        """A hung worker that a reload or scale-down drains cannot drain:
+        corrald kills it at the stop timeout (its drain deadline replaces
+        the hang timeout), unless the hang timeout came first."""
+        if self.hang_pid in pids:
+            self.ledger.append({"t_ms": t, "fault": "drain-hung", "pids": [self.hang_pid],
+                                "expect": "stop-timeout"})
+
     def reload(self):
         # Every process, a hit one too: a hung worker may be recycled
         # before its hang timeout (either death then matches the ledger).
@@ -254,6 +280,7 @@ class Chaos:
         r = self.c.ctl("reload")
         assert r["ok"], r
         self.record("reload", pids, EXPECT["reload"], t)
+        self.hung_drained(pids, t)
         # Any process spawned before the answer (a queued replacement may
         # start between the status read and the command) is eligible too.
         self.ledger[-1]["t_end_ms"] = now_ms()
@@ -286,6 +313,7 @@ class Chaos:
             pids = {w["pid"] for w in ws if w["pid"]} | {
                 w["pid"] for w in self.c.workers() if w["id"] > k and w["pid"]}
             self.record("scale-down", pids, EXPECT["scale-down"], t)
+            self.hung_drained(pids, t)
         else:
             t = now_ms()
             r = self.c.ctl("scale", workers=k)
@@ -306,7 +334,7 @@ class Chaos:
             # timeout would break N-1 by the test's doing, not corrald's.
             choices.remove("hang")
         fault = self.rng.choice(choices)
-        done = (self.direct(fault) if fault in DIRECT else
+        done = (self.direct(fault, events) if fault in DIRECT else
                 self.reload() if fault == "reload" else self.scale())
         if not done:
             self.skipped[fault] = self.skipped.get(fault, 0) + 1
@@ -372,12 +400,28 @@ def settled(c, n):
     return len(ws) == n and all(w["state"] == "ready" and w["pid"] for w in ws)
 
 
+def effective_targets(targets, events):
+    """The targets in force: a scale-down at once (its slot drains), a
+    scale-up's new slot from its first ready, or SCALE_UP_START_MS after
+    the command at the latest (it must have had the chance to start)."""
+    out, prev = [], targets[0][1]
+    for t, k in targets[1:]:
+        if k > prev:
+            first = [e["time_ms"] for e in events if e["event"] == "ready"
+                     and e.get("worker", 0) > prev and e["time_ms"] >= t]
+            t = min(first + [t + SCALE_UP_START_MS])
+        out.append((t, k))
+        prev = k
+    return out
+
+
 def serving_gaps(initial, events, targets, t0, t1):
     """Spans (start, end, serving, target) during which fewer than
     target-1 workers were serving, from the event stream."""
     serving = set(initial)
     changes = sorted([(e["time_ms"], "ev", e) for e in events] +
-                     [(t, "target", k) for t, k in targets[1:]], key=lambda x: x[0])
+                     [(t, "target", k) for t, k in effective_targets(targets, events)],
+                     key=lambda x: (x[0], x[1] == "target"))
     target = targets[0][1]
     gaps, below_since = [], None
     for t, kind, x in changes:
@@ -520,8 +564,10 @@ def check_leftovers(c, cg, n, base, settle_problem):
     if escaped:
         problems.append(f"processes in the test cgroup that are no live worker: "
                         f"{sorted(escaped)}")
-    groups = set(cg.groups())
-    want = {w["cgroup"].rsplit("/", 1)[1] for w in ws if w.get("cgroup")}
+    # Worker groups live below the instance's subtree: workers/<INSTANCE>/wN-G.
+    groups = {f"{i}/{g}" for i in cg.groups()
+              for g in cg.groups(os.path.join("workers", i))}
+    want = {"/".join(w["cgroup"].rsplit("/", 2)[1:]) for w in ws if w.get("cgroup")}
     if groups != want:
         problems.append(f"stray worker cgroups: {sorted(groups - want)}; "
                         f"missing: {sorted(want - groups)}")
@@ -577,6 +623,7 @@ def run(args):
                        command=[ct.WORKER, "--report-interval", "250"])
         ev = Events(c.sock)
         ev.start()
+        t_initial = now_ms()
         time.sleep(1.0)
         base = fd_count(c.proc.pid), rss_bytes(c.proc.pid)
         initial = c.live_pids()
@@ -584,7 +631,7 @@ def run(args):
         clients = [Client(c.host, c.port, halt, args.seconds + 120) for _ in range(4)]
         for cl in clients:
             cl.start()
-        chaos = Chaos(c, cg, args.workers, args.seed, args.seconds)
+        chaos = Chaos(c, cg, args.workers, args.seed, args.seconds, initial, t_initial)
         t_start = now_ms()
         chaos.run(ev)
         t_chaos_end = now_ms()
@@ -616,7 +663,7 @@ def run(args):
 
         result = {
             "seed": args.seed, "seconds": args.seconds,
-            "faults": len(chaos.ledger), "by_fault": chaos.counts, "skipped": chaos.skipped,
+            "faults": sum(chaos.counts.values()), "by_fault": chaos.counts, "skipped": chaos.skipped,
             "deaths": len(deaths), "matched": len(deaths) - len(unmatched),
             "by_category": {k: sum(1 for d in deaths if d["category"] == k)
                             for k in sorted({d["category"] for d in deaths})},
