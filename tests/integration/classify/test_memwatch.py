@@ -190,10 +190,11 @@ def test_max_lifetime():
         # log would measure the log line's delay, ~500 ms in the TCG guest.)
         assert took <= 3000, (took, log[-2000:])
         # The death follows once the replacement is ready and the old
-        # worker drained: seconds more in the emulated VM guest, where
-        # waits are scaled; here, within 4 s of the start.
+        # worker drained (a drain gives idle keep-alive connections a 1 s
+        # grace): seconds more in the emulated VM guest, where waits are
+        # scaled; here, within 5 s of the start (4.04 s seen under ASan).
         if ct.WAIT_SCALE == 1:
-            assert d["uptime_ms"] <= 4000, d
+            assert d["uptime_ms"] <= 5000, d
         assert c.wait_ready(1)[0] != victim
 
 
