@@ -337,7 +337,11 @@ def case_slowsub():
         with open("/proc/%d/status" % d.proc.pid) as f:
             rss_kb = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
         print("corrald VmRSS after the flood: %d KiB" % rss_kb)
-        check(rss_kb < 32 * 1024, "corrald buffered the non-reader: VmRSS %d KiB" % rss_kb)
+        # ASan keeps freed blocks in its quarantine, and this run frees a
+        # worker's worth of state ~100 times: its RSS says little about
+        # buffering (40 MiB seen); `sent` below is the direct evidence.
+        rss_bound = 64 if os.environ.get("CORRAL_SANITIZED") == "1" else 32
+        check(rss_kb < rss_bound * 1024, "corrald buffered the non-reader: VmRSS %d KiB" % rss_kb)
         sent = sent_bytes // len(req)
         check(sent < 4000, "corrald read all 4000 requests without pausing")
         # Reading the answers resumes it: every complete request is answered.
