@@ -169,6 +169,19 @@
 
     start() {
       this.delay.enable();
+      // Our own lateness probe beside the histogram: resetting Node's
+      // histogram also restarts its delta, so a stall whose end the report
+      // timer sees first (both were due during it) would be lost from its
+      // max. The probe's max is reset without touching its clock.
+      this.prev = process.hrtime.bigint();
+      this.stallNs = 0;
+      this.probe = setInterval(() => {
+        const now = process.hrtime.bigint();
+        const late = Number(now - this.prev) - RESOLUTION_MS * 1e6;
+        if (late > this.stallNs) this.stallNs = late;
+        this.prev = now;
+      }, RESOLUTION_MS);
+      this.probe.unref();
       this.timer = setInterval(() => this.report(), this.ms);
       this.timer.unref(); // never keeps the app alive
       this.report();
@@ -199,7 +212,7 @@
         X_RSS: m.rss,
         X_LOOP_DELAY_P50_US: this.lateUs(d.percentile(50)),
         X_LOOP_DELAY_P99_US: this.lateUs(d.percentile(99)),
-        X_LOOP_DELAY_MAX_US: this.lateUs(d.max),
+        X_LOOP_DELAY_MAX_US: Math.max(this.lateUs(d.max), this.stallUs()),
         X_ELU: elu.utilization.toFixed(4),
       };
       if (state.http) {
@@ -208,9 +221,19 @@
       }
       send(fields);
       d.reset();
+      this.stallNs = 0;
+    }
+
+    // The probe's longest lateness since the last report, including a
+    // stall that is still going on (the report timer runs after it ends).
+    stallUs() {
+      const open = Number(process.hrtime.bigint() - this.prev) - RESOLUTION_MS * 1e6;
+      return Math.max(0, Math.round(Math.max(this.stallNs, open) / 1000));
     }
 
     stop() {
+      if (this.probe) clearInterval(this.probe);
+      this.probe = null;
       if (this.timer) clearInterval(this.timer);
       this.timer = null;
       this.delay.disable();
