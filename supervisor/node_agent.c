@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "cr_config.h"
+#include "spawn.h"
 
 #define AGENT_NAME "corral-node-agent.js"
 
@@ -17,28 +18,15 @@
  * supervisor/, as for corral-worker), else the installed one. */
 static char *agent_path(void)
 {
-    const char *env = getenv("CORRAL_NODE_AGENT");
-    if (env && *env)
-        return strdup(env);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *cand = NULL;
-            char *real = NULL;
-            if (asprintf(&cand, "%s/../agent/" AGENT_NAME, self) >= 0) {
-                real = realpath(cand, NULL);
-                free(cand); /* undefined, not NULL, when asprintf fails */
-            }
-            if (real && access(real, R_OK) == 0)
-                return real;
-            free(real);
-        }
+    char *p = cr_spawn_find_file("CORRAL_NODE_AGENT", "../agent/" AGENT_NAME, R_OK,
+                                 CR_DATADIR "/corral/" AGENT_NAME);
+    /* A canonical path on node's command line (no "supervisor/../"). */
+    char *real = p ? realpath(p, NULL) : NULL;
+    if (real) {
+        free(p);
+        return real;
     }
-    return strdup(CR_DATADIR "/corral/" AGENT_NAME);
+    return p;
 }
 
 int cr_node_agent_arg(const struct cr_config *c, bool is_node, char **ret_arg)

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -261,4 +263,24 @@ int cr_spawn_resolve(const char *name, char **ret_path)
     /* Not found: hand the bare name on, so exec's ENOENT is what gets reported. */
     *ret_path = strdup(name);
     return *ret_path ? 0 : -ENOMEM;
+}
+
+char *cr_spawn_find_file(const char *env_var, const char *rel, int mode, const char *installed)
+{
+    const char *env = getenv(env_var);
+    if (env && *env)
+        return strdup(env);
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) {
+        char *cand;
+        *slash = '\0';
+        if (asprintf(&cand, "%s/%s", self, rel) < 0)
+            return NULL; /* cand is undefined after a failure */
+        if (access(cand, mode) == 0)
+            return cand;
+        free(cand);
+    }
+    return strdup(installed);
 }

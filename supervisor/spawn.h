@@ -57,3 +57,9 @@ int cr_spawn_read_exec(int exec_fd, int *ret_stage, int *ret_errno);
 /* Resolves a program name like execvp would (PATH search when it has no
  * slash). Caller frees. -ENOENT/-EACCES when nothing runnable is found. */
 int cr_spawn_resolve(const char *name, char **ret_path);
+
+/* A file corrald runs or hands on, found the same way for each: $env_var
+ * when set, else rel resolved against the directory of corrald's own
+ * executable when accessible with mode (a build tree: "../worker/…"),
+ * else installed. Caller frees; NULL when out of memory. */
+char *cr_spawn_find_file(const char *env_var, const char *rel, int mode, const char *installed);

@@ -340,26 +340,9 @@ out:
 
 char *cr_worker_default_path(void)
 {
-    const char *env = getenv("CORRAL_WORKER");
-    if (env && *env)
-        return strdup(env);
     /* In a build tree the worker sits in ../worker/ next to supervisor/. */
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            char *cand = NULL;
-            if (asprintf(&cand, "%s/../worker/corral-worker", self) < 0)
-                cand = NULL; /* its value is undefined after a failure */
-            else if (access(cand, X_OK) == 0)
-                return cand;
-            free(cand);
-        }
-    }
-    return strdup(CR_LIBEXECDIR "/corral/corral-worker");
+    return cr_spawn_find_file("CORRAL_WORKER", "../worker/corral-worker", X_OK,
+                              CR_LIBEXECDIR "/corral/corral-worker");
 }
 
 /* A user or group given by name or number. */
