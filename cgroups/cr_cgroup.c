@@ -307,6 +307,7 @@ int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret)
     if (!cg)
         return -ENOMEM;
     cg->layout = l;
+    cg->usage_fd = -1;
     r = cr_cgroup_path_of(rel, &cg->path);
     if (r == 0 && !(cg->rel = strdup(rel)))
         r = -ENOMEM;
@@ -326,6 +327,8 @@ int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret)
 struct cr_cgroup *cr_cgroup_free(struct cr_cgroup *cg)
 {
     if (cg) {
+        if (cg->usage_fd >= 0)
+            close(cg->usage_fd);
         free(cg->rel);
         free(cg->path);
         free(cg);

@@ -18,6 +18,7 @@ static int open_at(const char *mount, enum cr_cgroup_layout l, const char *rel,
     if (!cg)
         return -ENOMEM;
     cg->layout = l;
+    cg->usage_fd = -1;
     cg->rel = strdup(rel);
     if (!cg->rel ||
         asprintf(&cg->path, "%s%s", mount, strcmp(rel, "/") == 0 ? "" : rel) < 0) {

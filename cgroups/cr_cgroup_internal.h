@@ -9,6 +9,7 @@ struct cr_cgroup {
     char *rel;  /* "/" or "/a/b" */
     char *path; /* mount point + rel */
     enum cr_cgroup_layout layout;
+    int usage_fd; /* the usage file, kept open for the memory watch's samples; -1 */
 };
 
 /* Initializes libcgroup once and caches the layout and mount point. Returns

@@ -1,8 +1,10 @@
 /* cr_cgroup: memory limits and readings, v1 and v2. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cr_cgroup_internal.h"
 
@@ -99,13 +101,33 @@ int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret)
         cg->path, cg->layout == CR_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", ret);
 }
 
+/* Read every sample period for every worker: the file stays open and is
+ * read from offset 0, a pread instead of a path walk, an open and a close.
+ * A failed read (the group was removed and made again under the same
+ * name) opens it afresh once. */
 int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage)
 {
+    const char *name = cg && cg->layout == CR_CGROUP_V2 ? "memory.current"
+                                                        : "memory.usage_in_bytes";
+    char path[4096], buf[64];
     if (!cg || !ret_usage)
         return -EINVAL;
-    return cr_cgroup_read_u64_file(
-        cg->path, cg->layout == CR_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes",
-        ret_usage);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (cg->usage_fd < 0) {
+            if (snprintf(path, sizeof path, "%s/%s", cg->path, name) >= (int)sizeof path)
+                return -ENAMETOOLONG;
+            if ((cg->usage_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                return -errno;
+        }
+        ssize_t n = pread(cg->usage_fd, buf, sizeof buf - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            return cr_cgroup_parse_u64(buf, ret_usage);
+        }
+        close(cg->usage_fd);
+        cg->usage_fd = -1;
+    }
+    return -EIO;
 }
 
 int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak)
