@@ -44,9 +44,12 @@ struct view {
     size_t cap, start, n;
 };
 
+/* start < cap and i < n <= cap: one subtraction, not a division (this is
+ * the innermost step of every fit, for every worker, every sample). */
 static const struct cr_sample *at(const struct view *v, size_t i)
 {
-    return &v->base[(v->start + i) % v->cap];
+    size_t k = v->start + i;
+    return &v->base[k >= v->cap ? k - v->cap : k];
 }
 
 static uint64_t field(const struct cr_sample *s, size_t off)
@@ -189,7 +192,12 @@ static void growth(const struct view *v, const struct cr_trend_params *p, struct
 {
     struct fit heap, rss;
 
-    envelope_fit(v, offsetof(struct cr_sample, heap_used), p->window_ms, false, 0, &heap);
+    /* Without a heap report every heap_used is 0: the fit would be all
+     * zeros, so skip it. */
+    if (t->heap_known)
+        envelope_fit(v, offsetof(struct cr_sample, heap_used), p->window_ms, false, 0, &heap);
+    else
+        memset(&heap, 0, sizeof(heap));
     envelope_fit(v, offsetof(struct cr_sample, rss), p->window_ms, false, 0, &rss);
     t->heap_floor = (uint64_t)heap.last;
     t->heap_floor_slope_bps = heap.slope;
