@@ -115,6 +115,7 @@ struct cr_worker {
     uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
 
     /* Memory watch. */
+    unsigned sampled_round; /* the memory watch's last round that sampled it */
     struct cr_trend_ring *samples;
     uint64_t rss, cg_usage, cg_peak, cg_limit; /* the last readings that succeeded */
     unsigned soft_over; /* consecutive samples above the soft limit */
@@ -141,6 +142,7 @@ struct cr_supervisor {
     uid_t worker_uid;
     gid_t worker_gid;
     int notify_fd;
+    void *io_by_pid; /* tsearch(3) tree of the live generations by pid (worker_io.c) */
     uv_poll_t notify_poll;
 
     struct cr_worker *workers;

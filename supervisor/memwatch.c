@@ -16,49 +16,53 @@
 #include "log.h"
 #include "supervisor.h"
 #include "trend.h"
+#include "worker_io.h"
+
+/* A round samples every worker once per sample period, in slices of at
+ * most SLICE_NS of loop time: at 1000 workers a round done in one go held
+ * the loop (signals, the control socket, heartbeats) for 30 ms and more.
+ * Between slices the loop runs whatever is ready; the next slice goes on
+ * in the same loop turn's idle phase, so a round still ends within a few
+ * milliseconds when nothing else is waiting. */
+#define SLICE_NS (2 * 1000 * 1000)
 
 struct cr_memwatch {
     struct cr_supervisor *sup;
     uv_timer_t timer;
+    uv_idle_t slice; /* the round goes on */
+    unsigned round;  /* a worker sampled in this round has w->sampled_round == round */
     bool closed;
 };
 
 static uint64_t page_size;
 
-/* Resident bytes, from the second field of statm: one short read. */
-static uint64_t read_rss(pid_t pid)
+/* Reads a /proc file from the start through its kept descriptor. */
+static ssize_t pread_text(int fd, char *buf, size_t size)
 {
-    char path[64], buf[128];
-    snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
+    ssize_t n;
+    while ((n = pread(fd, buf, size - 1, 0)) < 0 && errno == EINTR)
+        ;
     if (n <= 0)
-        return 0;
+        return -1;
     buf[n] = '\0';
-    unsigned long long size, resident;
-    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
-        return 0;
-    return resident * page_size;
+    return n;
 }
 
-/* Proportional set size: shared pages divided among their sharers, so N
- * forked workers do not each count the pages they share. */
-static uint64_t read_pss(pid_t pid)
+/* Resident bytes: the second field of statm (one short read), or, under
+ * --pss, the proportional set size of smaps_rollup (shared pages divided
+ * among their sharers, so N forked workers do not each count the pages
+ * they share; costlier). 0 when nothing could be read. */
+static uint64_t read_resident(struct cr_worker *w, bool pss, bool reopen)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    char buf[2048]; /* smaps_rollup is about 20 short lines */
+    unsigned long long a, b;
+    int fd = cr_io_mem_fd(w, pss, reopen);
+    if (fd < 0 || pread_text(fd, buf, sizeof(buf)) < 0)
         return 0;
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
+    if (!pss)
+        return sscanf(buf, "%llu %llu", &a, &b) == 2 ? b * page_size : 0;
+    const char *line = strstr(buf, "\nPss:");
+    return line && sscanf(line + 1, "Pss: %llu kB", &a) == 1 ? (uint64_t)a * 1024 : 0;
 }
 
 static void fmt_mib(char *buf, size_t len, uint64_t b)
@@ -108,7 +112,11 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
     /* A process that has exited but is not reaped yet reads as 0 resident
      * bytes, and its group as nearly empty: keep the last live readings,
      * which are what the post-mortem should carry. */
-    uint64_t rss = sup->cfg.pss ? read_pss(w->pid) : read_rss(w->pid);
+    uint64_t rss = read_resident(w, sup->cfg.pss, false);
+    /* Nothing read: the process may have exec'd again (a shell wrapper;
+     * smaps_rollup stays bound to the image it was opened on). */
+    if (!rss)
+        rss = read_resident(w, sup->cfg.pss, true);
     if (!rss)
         return;
     w->rss = rss;
@@ -154,11 +162,11 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
     }
 }
 
-static void on_sample(uv_timer_t *t)
+static void on_slice(uv_idle_t *h);
+
+static void sample_slice(struct cr_memwatch *mw)
 {
-    struct cr_memwatch *mw = t->data;
-    struct cr_supervisor *sup = mw->sup;
-    struct cr_trend_params tp = {
+    static const struct cr_trend_params tp = {
         .window_ms = CR_TREND_DEFAULT_WINDOW_MS,
         .min_samples = CR_TREND_DEFAULT_MIN_SAMPLES,
         .min_span_ms = CR_TREND_DEFAULT_MIN_SPAN_MS,
@@ -168,12 +176,38 @@ static void on_sample(uv_timer_t *t)
         .near_pct = CR_TREND_DEFAULT_NEAR_PCT,
         .projection_window_ms = CR_TREND_DEFAULT_PROJECTION_MS,
     };
-    /* Recycling may add workers to the list: walk a snapshot of the
-     * current ones by remembering the next before each step. */
-    for (struct cr_worker *w = sup->workers, *next; w; w = next) {
+    uint64_t t0 = uv_hrtime();
+    /* Workers come and go between slices, so the round is a mark on each
+     * worker, not a cursor into the list. Recycling may add workers while
+     * we walk: remember the next before each step. */
+    for (struct cr_worker *w = mw->sup->workers, *next; w; w = next) {
         next = w->next;
+        if (w->sampled_round == mw->round)
+            continue;
+        if (uv_hrtime() - t0 >= SLICE_NS) {
+            uv_idle_start(&mw->slice, on_slice);
+            return;
+        }
+        w->sampled_round = mw->round;
         sample_worker(w, &tp);
     }
+    uv_idle_stop(&mw->slice);
+}
+
+static void on_slice(uv_idle_t *h)
+{
+    sample_slice(h->data);
+}
+
+static void on_sample(uv_timer_t *t)
+{
+    struct cr_memwatch *mw = t->data;
+    /* A round still going when the next is due (a loop this busy) ends
+     * first: no worker is sampled twice in one period. */
+    if (uv_is_active((uv_handle_t *)&mw->slice))
+        return;
+    mw->round++;
+    sample_slice(mw);
 }
 
 int cr_memwatch_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_memwatch **ret)
@@ -184,6 +218,8 @@ int cr_memwatch_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_memwat
     mw->sup = sup;
     uv_timer_init(loop, &mw->timer);
     mw->timer.data = mw;
+    uv_idle_init(loop, &mw->slice);
+    mw->slice.data = mw;
     if (!page_size)
         page_size = (uint64_t)sysconf(_SC_PAGESIZE);
     *ret = mw;
@@ -207,6 +243,7 @@ void cr_memwatch_on_event(void *userdata, const struct cr_event *ev)
     } else if (ev->type == CR_EV_FINISHED) {
         mw->closed = true;
         uv_close((uv_handle_t *)&mw->timer, NULL);
+        uv_close((uv_handle_t *)&mw->slice, NULL);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <search.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,7 +27,20 @@ struct cr_wio {
     uv_poll_t poll[IO_MAX];
     bool polling[IO_MAX];
     int open;
+    bool execd;  /* the exec succeeded: /proc/<pid> shows the worker's own image */
+    int mem_fd;  /* /proc/<pid>/statm or smaps_rollup, kept open for sampling */
+    bool mem_pss; /* which of the two mem_fd is */
+    pid_t pid;    /* the key of sup->io_by_pid */
 };
+
+/* The notify socket names its sender by pid, a thousand times a second at
+ * a thousand workers: a tree keyed by the generation's pid, not a walk of
+ * the worker list per datagram. */
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = ((const struct cr_wio *)a)->pid, y = ((const struct cr_wio *)b)->pid;
+    return x < y ? -1 : x > y;
+}
 
 int cr_io_pidfd(const struct cr_worker *w)
 {
@@ -40,6 +54,8 @@ static void io_closed(uv_handle_t *h)
         for (int i = 0; i < IO_MAX; i++)
             if (io->fd[i] >= 0)
                 close(io->fd[i]);
+        if (io->mem_fd >= 0)
+            close(io->mem_fd);
         free(io);
     }
 }
@@ -58,6 +74,7 @@ static void io_release(struct cr_worker *w)
     struct cr_wio *io = w->io;
     if (!io)
         return;
+    tdelete(io, &w->sup->io_by_pid, cmp_pid);
     w->io = NULL;
     io->w = NULL;
     for (int i = 0; i < IO_MAX; i++)
@@ -65,6 +82,24 @@ static void io_release(struct cr_worker *w)
     /* Drops the worker's own reference (see cr_io_adopt). */
     uv_handle_t fake = {.data = io};
     io_closed(&fake);
+}
+
+int cr_io_mem_fd(struct cr_worker *w, bool pss, bool reopen)
+{
+    struct cr_wio *io = w->io;
+    if (!io || !io->execd)
+        return -1;
+    if (io->mem_fd >= 0 && (io->mem_pss != pss || reopen)) {
+        close(io->mem_fd);
+        io->mem_fd = -1;
+    }
+    if (io->mem_fd < 0) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)w->pid, pss ? "smaps_rollup" : "statm");
+        io->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+        io->mem_pss = pss;
+    }
+    return io->mem_fd;
 }
 
 static void tail_append(struct cr_worker *w, const char *buf, size_t n)
@@ -213,6 +248,7 @@ static void read_exec(struct cr_wio *io)
     if (!w || !io->polling[IO_EXEC] || cr_spawn_read_exec(io->fd[IO_EXEC], &stage, &err) < 0)
         return;
     io_stop(io, IO_EXEC);
+    io->execd = !err;
     if (!err)
         return;
     w->exec_errno = err;
@@ -344,7 +380,13 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_
     io->fd[IO_NS] = ns_fd;
     io->fd[IO_OOM] = -1;
     io->fd[IO_EXEC] = exec_fd;
+    io->mem_fd = -1;
+    io->pid = w->pid;
     w->io = io;
+    if (!tsearch(io, &w->sup->io_by_pid, cmp_pid)) {
+        io_release(w);
+        return -ENOMEM;
+    }
     if (w->cg && cr_cgroup_oom_fd(w->cg, &io->fd[IO_OOM]) < 0)
         io->fd[IO_OOM] = -1; /* counters are still read at death */
     uv_loop_t *loop = w->sup->loop;
@@ -375,9 +417,10 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_
  * started through a shell wrapper or a launcher can still report. */
 static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 {
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->pid == pid && w->io)
-            return w;
+    struct cr_wio key = {.pid = pid};
+    struct cr_wio *const *hit = tfind(&key, &sup->io_by_pid, cmp_pid);
+    if (hit && (*hit)->w)
+        return (*hit)->w;
     if (!sup->cgroups)
         return NULL;
     char *rel = NULL;

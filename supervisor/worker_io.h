@@ -7,6 +7,7 @@
  * that main.c installs (sup->io_sink), never by calling the core by name. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cr_supervisor;
@@ -29,6 +30,15 @@ struct cr_io_sink {
 int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_fd);
 /* The generation's pidfd, or -1. */
 int cr_io_pidfd(const struct cr_worker *w);
+/* The generation's /proc/<pid>/statm (or smaps_rollup when pss) for the
+ * memory watch: opened once the exec succeeded (smaps_rollup binds the
+ * address space it was opened on) and kept for the generation — a pread
+ * per sample instead of a path walk, an open and a close, and bound to
+ * this process even after its pid is reused. reopen: open it afresh (the
+ * last read found nothing: the process may have exec'd again, e.g. from a
+ * shell wrapper). -1 before the exec, after the release, or when it
+ * cannot be opened. */
+int cr_io_mem_fd(struct cr_worker *w, bool pss, bool reopen);
 /* Reads what the output pipe still holds (before a post-mortem). */
 void cr_io_drain_output(struct cr_worker *w);
 /* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes. */
