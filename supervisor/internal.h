@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <uv.h>
 
@@ -139,6 +140,10 @@ struct cr_supervisor {
     char notify_dir[108];  /* private (0700) directory of the notify socket */
     /* Workers drop to these ids before exec (--user/--group). */
     bool set_ids;
+    /* The open-files limit corrald was started with (it raises its own
+     * soft limit); workers get it back before exec. */
+    struct rlimit nofile;
+    bool nofile_saved;
     uid_t worker_uid;
     gid_t worker_gid;
     int notify_fd;

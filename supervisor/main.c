@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <limits.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -212,6 +213,27 @@ static int load_file(struct cr_config *cfg, const char *path, char *err, size_t 
     return r;
 }
 
+/* corrald holds about six descriptors per worker (pidfd, output, notify
+ * stream, OOM watch, the memory readings) and uses epoll, never select():
+ * systemd's default soft limit of 1024 would stop it near 170 workers.
+ * Raise the soft limit to the hard one, as systemd advises for such
+ * programs; every worker gets the original back before exec (spawn.c),
+ * since a program of its own may still use select(). */
+static void raise_nofile(struct cr_supervisor *sup)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    sup->nofile = rl;
+    sup->nofile_saved = true;
+    if (rl.rlim_cur == rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        cr_log(CR_LOG_WARNING, "cannot raise the open-files limit to %llu: %s",
+               (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
     static struct cr_supervisor sup;
@@ -244,6 +266,7 @@ int main(int argc, char **argv)
     cr_log_init(sup.cfg.log_level);
     /* A worker's closed pipe must be an error return, not our death. */
     signal(SIGPIPE, SIG_IGN);
+    raise_nofile(&sup);
 
     uv_loop_t *loop = uv_default_loop();
     static struct wiring wi = {.sup = &sup};

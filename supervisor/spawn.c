@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -116,6 +117,8 @@ child(const struct cr_spawn_opts *o, int err_w, int fd3, int fd4, int out, pid_t
     if (!err && fd3 >= 0 && dup2(fd3, 3) < 0)
         err = errno;
     if (!err && fd4 >= 0 && dup2(fd4, 4) < 0)
+        err = errno;
+    if (!err && o->nofile && setrlimit(RLIMIT_NOFILE, o->nofile) < 0)
         err = errno;
     if (!err && o->set_ids) {
         err = drop_ids(o->uid, o->gid);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 struct cr_spawn_opts {
@@ -29,6 +30,8 @@ struct cr_spawn_opts {
     bool set_ids;
     uid_t uid;
     gid_t gid;
+    /* Set before exec (corrald's own soft limit is raised), or NULL. */
+    const struct rlimit *nofile;
 };
 
 struct cr_spawn_result {

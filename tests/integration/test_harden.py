@@ -152,5 +152,32 @@ def test_env_bad_value():
     assert p.returncode == 2 and "--env: 'NOEQUALS' is not KEY=VALUE" in p.stderr, p
 
 
+def test_nofile_raised_for_corrald_only():
+    """Started with systemd's default of a low soft open-files limit (here
+    64, hard 4096), corrald raises its own soft limit to the hard one, so
+    that 24 workers (about five descriptors each) fit; every worker gets 64
+    back before exec, as a program using select() needs."""
+    import resource
+    out = tempfile.mkdtemp(prefix="corral-nofile-")
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 4096))
+
+    script = f'ulimit -Sn > {out}/w$CORRAL_WORKER_ID; exec {ct.WORKER}'
+    with h.corrald(workers=24, command=["/bin/sh", "-c", script], preexec=low_limit,
+                   name="nofile") as c:
+        with open(f"/proc/{c.proc.pid}/limits") as f:
+            line = next(l for l in f if l.startswith("Max open files"))
+        assert line.split()[3:5] == ["4096", "4096"], line
+        assert len(c.live_pids()) == 24, c.status()["supervisor"]
+        seen = {}
+        for n in os.listdir(out):
+            with open(os.path.join(out, n)) as f:
+                seen[n] = f.read().strip()
+        assert len(seen) == 24 and set(seen.values()) == {"64"}, seen
+        st, _, _ = c.get("/light")
+        assert st == 200
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])
