@@ -1,8 +1,8 @@
 /* The supervisor core: the lifecycle table's driver and its actions,
  * reaping, the restart policy and rolling replacement. The warm spares'
- * actions are in spares.c (supervisor_int.h joins the files). Forking is in
- * worker_spawn.c, what the outside asks for (scale, reload, stop, start-up)
- * in operations.c. What happens is published as events (events.h); no
+ * actions are in spares.c, the spawn pacer in pacer.c (supervisor_int.h
+ * joins the files). Forking is in worker_spawn.c, what the outside asks for
+ * (scale, reload, stop, start-up) in operations.c. What happens is published as events (events.h); no
  * output is named here. */
 
 #include "supervisor.h"
@@ -293,12 +293,10 @@ static enum cr_wevent act_none(struct cr_worker *w)
     return NOTHING;
 }
 
-static void pacer_kick(struct cr_supervisor *sup);
-
 static void become_ready(struct cr_worker *w, const char *how)
 {
     struct cr_supervisor *sup = w->sup;
-    pacer_kick(sup);
+    cr_pacer_kick(sup);
     w->ready_at = cr_now_ms(sup);
     cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms%s",
                  w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at), how);
@@ -577,7 +575,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     cr_cg_worker_release(w);
     w->pid = 0;
     w->recycle_queued = false; /* a recycle asked of this process died with it */
-    pacer_kick(sup);
+    cr_pacer_kick(sup);
 
     /* What follows the death. */
     if (heir) { /* the spare took the slot before the post-mortem was read */
@@ -611,95 +609,6 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     if (restarts(w->decision.event) && cr_spare_promote(w))
         return CR_WE_RETIRE;
     return w->decision.event;
-}
-
-/* ---- the spawn pacer ----------------------------------------------------
- * A spawn costs the loop a few milliseconds (the cgroup's creation and
- * limits, the baseline readings, fork), and every worker starting at once
- * competes for the CPU with corrald: a scale to 1000 done in one go left
- * signals, the control socket and heartbeats unanswered for seconds. So
- * workers wait in `pending`; each loop turn spawns while this turn's
- * budget lasts (at least one), and no more than --spawn-parallel workers
- * are starting (forked, not yet READY=1) at once — the bounded concurrency
- * of lesson 13. A worker slow to get ready stops counting after 250 ms,
- * so one that never says READY cannot hold the queue up. */
-#define SPAWN_TURN_MAX 8
-#define SPAWN_TURN_NS (3 * 1000 * 1000)
-#define SPAWN_SLOW_MS 250
-#define SPAWN_RECHECK_MS 20
-
-static unsigned spawn_parallel(const struct cr_supervisor *sup)
-{
-    unsigned n = sup->cfg.spawn_parallel;
-    if (!n) {
-        n = 2 * uv_available_parallelism();
-        n = n < 4 ? 4 : n;
-    }
-    return n;
-}
-
-static unsigned starting_now(const struct cr_supervisor *sup)
-{
-    uint64_t now = cr_now_ms(sup);
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        n += w->state == CR_WS_STARTING && now - w->spawned_at < SPAWN_SLOW_MS;
-    return n;
-}
-
-static void on_spawn_turn(uv_idle_t *h);
-
-static void pacer_run(struct cr_supervisor *sup)
-{
-    uv_timer_stop(&sup->spawn_recheck);
-    if (!uv_is_closing((uv_handle_t *)&sup->spawn_pacer))
-        uv_idle_start(&sup->spawn_pacer, on_spawn_turn);
-}
-
-static void on_spawn_recheck(uv_timer_t *t)
-{
-    pacer_run(t->data);
-}
-
-static void on_spawn_turn(uv_idle_t *h)
-{
-    struct cr_supervisor *sup = h->data;
-    uint64_t t0 = uv_hrtime();
-    unsigned spawned = 0, starting = starting_now(sup), cap = spawn_parallel(sup);
-    bool more = false, capped = false;
-    for (struct cr_worker *w = sup->workers, *next; w && !sup->stopping; w = next) {
-        next = w->next; /* a failed spawn may unlink w, never another worker */
-        if (w->state != CR_WS_PENDING)
-            continue;
-        capped = starting >= cap;
-        if (capped || spawned >= SPAWN_TURN_MAX || uv_hrtime() - t0 >= SPAWN_TURN_NS) {
-            more = true;
-            break;
-        }
-        cr_worker_event(w, CR_WE_SPAWN_TURN);
-        spawned++;
-        starting += w->state == CR_WS_STARTING;
-    }
-    if (more && !capped)
-        return; /* the next loop turn goes on */
-    uv_idle_stop(h);
-    if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
-        uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);
-}
-
-/* Something may have freed a starting slot: pending workers go on now. */
-static void pacer_kick(struct cr_supervisor *sup)
-{
-    if (uv_is_active((uv_handle_t *)&sup->spawn_recheck))
-        pacer_run(sup);
-}
-
-static enum cr_wevent act_queue(struct cr_worker *w)
-{
-    struct cr_supervisor *sup = w->sup;
-    if (!uv_is_active((uv_handle_t *)&sup->spawn_recheck))
-        pacer_run(sup);
-    return NOTHING;
 }
 
 /* Forks and execs the next generation; a failure is an event of its own. */
@@ -795,7 +704,7 @@ static const action_fn actions[_CR_WA_MAX] = {
     [CR_WA_SEND_TERM] = act_send_term,
     [CR_WA_KILL_STOP_TIMEOUT] = act_kill_stop_timeout,
     [CR_WA_REAP] = act_reap,
-    [CR_WA_QUEUE] = act_queue,
+    [CR_WA_QUEUE] = cr_pacer_act_queue,
     [CR_WA_SPAWN] = act_spawn,
     [CR_WA_SPAWN_FAILED] = act_spawn_failed,
     [CR_WA_ARM_RESTART] = act_arm_restart,

@@ -1,6 +1,6 @@
 /* The supervisor core's own seams: what supervisor.c, the lifecycle table's
  * driver, shares with the files that carry the rest of the core's actions
- * (spares.c). One module with supervisor.h: nothing else includes this
+ * (spares.c, pacer.c). One module with supervisor.h: nothing else includes this
  * file (scripts/include-graph checks it), and none of these functions
  * assigns a state — cr_worker_event() alone does. */
 #pragma once
@@ -46,3 +46,11 @@ enum cr_wevent cr_spare_act_poll_frozen(struct cr_worker *w);
 enum cr_wevent cr_spare_act_become(struct cr_worker *w);
 enum cr_wevent cr_spare_act_promote(struct cr_worker *w);
 enum cr_wevent cr_spare_act_kill(struct cr_worker *w);
+
+/* ---- pacer.c: the spawn pacer ----------------------------------------------- */
+
+/* Something may have freed a starting slot: pending workers go on now. */
+void cr_pacer_kick(struct cr_supervisor *sup);
+/* The table's action on a wanted worker (CR_WA_QUEUE): it waits in
+ * `pending` for its spawn turn. */
+enum cr_wevent cr_pacer_act_queue(struct cr_worker *w);
