@@ -3,7 +3,7 @@
  * fields, so `journalctl -u corral CORRAL_DEATH=oom-own-limit` finds deaths.
  *
  * Who logs: the modules that act for corrald — the core (supervisor.c,
- * spares.c, operations.c, worker_spawn.c, worker_io.c, cgsetup.c), its inputs
+ * recycle.c, spares.c, operations.c, worker_spawn.c, worker_io.c, cgsetup.c), its inputs
  * (worker_notify.c, memwatch.c, control.c) and outputs (sd.c, this file's
  * event subscriber) and main.c — each log what they did, once, where it
  * happened. The pure modules (lifecycle, death, history, trend, notify,

@@ -1,13 +1,14 @@
 /* The supervisor core's own seams: what supervisor.c, the lifecycle table's
- * driver, shares with the files that carry the rest of the core's actions
- * (spares.c, pacer.c). One module with supervisor.h: nothing else includes this
- * file (scripts/include-graph checks it), and none of these functions
+ * driver, shares with the files that carry the rest of the core (recycle.c,
+ * spares.c, pacer.c). One module with supervisor.h: nothing else includes
+ * this file (scripts/include-graph checks it), and none of these functions
  * assigns a state — cr_worker_event() alone does. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "events.h"
 #include "lifecycle.h"
 
 struct cr_supervisor;
@@ -16,7 +17,7 @@ struct cr_worker;
 /* An action's answer when no decision follows. */
 #define NOTHING _CR_WE_MAX
 
-/* ---- supervisor.c: the table's bookkeeping --------------------------------- */
+/* ---- supervisor.c: the table's bookkeeping ------------------------------- */
 
 /* Stops the worker's one deadline. */
 void cr_worker_clear_deadline(struct cr_worker *w);
@@ -30,8 +31,18 @@ void cr_worker_publish_state(struct cr_worker *w, const char *name, const char *
 void cr_worker_arm_watchdog(struct cr_worker *w);
 /* The restart policy the configuration asks for. */
 struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup);
+/* An event about w, stamped with its id, pid, generation and last
+ * transition; the caller adds the rest and publishes it. */
+struct cr_event cr_worker_stamp(const struct cr_worker *w, enum cr_event_type type);
 
-/* ---- spares.c: warm spares ------------------------------------------------- */
+/* ---- recycle.c: rolling replacement -------------------------------------- */
+
+/* A replacement died (or could not be spawned) before it was ready: the old
+ * worker keeps serving and is not recycled again before the restart policy's
+ * delay; counted against a running reload. */
+void cr_recycle_failed(struct cr_worker *r, uint64_t now, uint64_t uptime);
+
+/* ---- spares.c: warm spares ----------------------------------------------- */
 
 /* Hands the slot of a dead worker that will be restarted to the first
  * frozen spare, which is thawed at once. False when no spare is frozen. */
@@ -47,7 +58,7 @@ enum cr_wevent cr_spare_act_become(struct cr_worker *w);
 enum cr_wevent cr_spare_act_promote(struct cr_worker *w);
 enum cr_wevent cr_spare_act_kill(struct cr_worker *w);
 
-/* ---- pacer.c: the spawn pacer ----------------------------------------------- */
+/* ---- pacer.c: the spawn pacer -------------------------------------------- */
 
 /* Something may have freed a starting slot: pending workers go on now. */
 void cr_pacer_kick(struct cr_supervisor *sup);
