@@ -1,7 +1,9 @@
-/* The supervisor core: the lifecycle table's actions, reaping, the restart
- * policy and rolling replacement. Forking is in worker_spawn.c, what the
- * outside asks for (scale, reload, stop, start-up) in operations.c. What
- * happens is published as events (events.h); no output is named here. */
+/* The supervisor core: the lifecycle table's driver and its actions,
+ * reaping and the restart policy. Rolling replacement is in recycle.c, the
+ * warm spares' actions in spares.c, the spawn pacer in pacer.c
+ * (supervisor_int.h joins the files). Forking is in worker_spawn.c, what
+ * the outside asks for (scale, reload, stop, start-up) in operations.c.
+ * What happens is published as events (events.h); no output is named here. */
 
 #include "supervisor.h"
 
@@ -23,6 +25,7 @@
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "supervisor_int.h"
 #include "trend.h"
 #include "worker_death.h"
 #include "worker_io.h"
@@ -41,7 +44,7 @@ void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms)
     uv_timer_start(&w->deadline, on_deadline, ms, 0);
 }
 
-static void clear_deadline(struct cr_worker *w)
+void cr_worker_clear_deadline(struct cr_worker *w)
 {
     w->deadline_at = 0;
     uv_timer_stop(&w->deadline);
@@ -49,7 +52,7 @@ static void clear_deadline(struct cr_worker *w)
 
 /* Keep the list ordered by id, replacements after the worker they replace
  * (spares, id 0, first). */
-static void link_by_id(struct cr_supervisor *sup, struct cr_worker *w)
+void cr_worker_link(struct cr_supervisor *sup, struct cr_worker *w)
 {
     struct cr_worker **pp = &sup->workers;
     while (*pp && (*pp)->id <= w->id)
@@ -58,7 +61,7 @@ static void link_by_id(struct cr_supervisor *sup, struct cr_worker *w)
     *pp = w;
 }
 
-static void unlink_worker(struct cr_worker *w)
+void cr_worker_unlink(struct cr_worker *w)
 {
     for (struct cr_worker **pp = &w->sup->workers; *pp; pp = &(*pp)->next)
         if (*pp == w) {
@@ -76,7 +79,7 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
     w->id = id; /* state CR_WS_NEW: calloc's zero */
     uv_timer_init(sup->loop, &w->deadline);
     w->deadline.data = w;
-    link_by_id(sup, w);
+    cr_worker_link(sup, w);
     return w;
 }
 
@@ -90,7 +93,7 @@ static void worker_freed(uv_handle_t *h)
 static void worker_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    unlink_worker(w);
+    cr_worker_unlink(w);
     if (w->replaces)
         w->replaces->replaced_by = NULL;
     if (w->replaced_by)
@@ -128,7 +131,7 @@ void cr_supervisor_table_changed(struct cr_supervisor *sup)
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_TABLE});
 }
 
-static struct cr_event worker_event(const struct cr_worker *w, enum cr_event_type type)
+struct cr_event cr_worker_stamp(const struct cr_worker *w, enum cr_event_type type)
 {
     return (struct cr_event){
         .type = type, .worker = w->id, .pid = w->pid, .generation = w->generation,
@@ -137,9 +140,9 @@ static struct cr_event worker_event(const struct cr_worker *w, enum cr_event_typ
 }
 
 /* A state change, told under the control protocol's name for it. */
-static void publish_state(struct cr_worker *w, const char *name, const char *reason)
+void cr_worker_publish_state(struct cr_worker *w, const char *name, const char *reason)
 {
-    struct cr_event ev = worker_event(w, CR_EV_WORKER_STATE);
+    struct cr_event ev = cr_worker_stamp(w, CR_EV_WORKER_STATE);
     ev.name = name;
     ev.reason = reason;
     cr_supervisor_publish(w->sup, &ev);
@@ -165,127 +168,15 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
                      "worker %d: sending signal %d failed: %s", w->id, sig, strerror(errno));
 }
 
-/* ---- rolling replacement ------------------------------------------------ */
-
-static unsigned replacements_in_progress(const struct cr_supervisor *sup)
-{
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->replaces)
-            n++;
-    return n;
-}
-
-static void start_replacement(struct cr_worker *old)
-{
-    struct cr_worker *r = cr_worker_new(old->sup, old->id);
-    if (!r)
-        return;
-    old->recycle_queued = false;
-    r->generation = old->generation;
-    r->restart = old->restart;
-    r->restarts = old->restarts;
-    r->oom_kills = old->oom_kills;
-    r->replaces = old;
-    old->replaced_by = r;
-    cr_worker_start(r);
-}
-
-/* A worker that is not ready yet serves no one corrald counts on: a
- * recycle (reload, the soft limit crossed while starting) restarts it in
- * place — a planned death, then a fresh process at once — rather than wait
- * for a readiness that may never come. */
-static void restart_in_place(struct cr_worker *w)
-{
-    w->recycle_queued = false;
-    w->kill_reason = CR_KILL_RECYCLE;
-    snprintf(w->kill_text, sizeof(w->kill_text), "%s", w->recycle_text);
-    cr_worker_event(w, CR_WE_DRAIN);
-}
-
-void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
-{
-    if (sup->stopping)
-        return;
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->recycle_queued && w->state == CR_WS_STARTING && !w->replaced_by &&
-            !w->retire_on_exit)
-            restart_in_place(w);
-    /* Counted once: called on every READY=1, this must stay one pass. */
-    unsigned running = replacements_in_progress(sup);
-    for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if (running >= sup->cfg.recycle_parallel)
-            break;
-        if (w->recycle_queued && !w->replaced_by && !w->retire_on_exit &&
-            (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED)) {
-            start_replacement(w);
-            running++;
-        }
-    }
-    bool pending = false;
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->recycle_queued || w->replaces)
-            pending = true;
-    if (!pending && sup->reloading) {
-        sup->reloading = false;
-        if (sup->reload_failed)
-            cr_log(CR_LOG_ERR, "reload finished: %u replacement(s) died before ready; their "
-                               "old workers keep serving", sup->reload_failed);
-        else
-            cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
-        struct cr_event ev = {.type = CR_EV_RELOAD, .phase = CR_RELOAD_FINISHED,
-                              .failed = sup->reload_failed};
-        sup->reload_failed = 0;
-        cr_supervisor_publish(sup, &ev);
-    }
-}
-
-void cr_worker_recycle(struct cr_worker *w, const char *why)
-{
-    if (w->recycle_queued || w->replaced_by || w->retire_on_exit || w->replaces ||
-        !cr_wstate_has_process(w->state) || w->state == CR_WS_DRAINING ||
-        w->state == CR_WS_KILLING || cr_now_ms(w->sup) < w->recycle_after)
-        return;
-    w->recycle_queued = true;
-    snprintf(w->recycle_text, sizeof(w->recycle_text), "%s", why);
-    cr_log_event(CR_LOG_NOTICE, "recycle", w->id, w->pid, NULL, "worker %d: recycle: %s", w->id,
-                 why);
-    struct cr_event ev = worker_event(w, CR_EV_WORKER_RECYCLE);
-    ev.reason = why;
-    cr_supervisor_publish(w->sup, &ev);
-    cr_supervisor_pump_recycles(w->sup);
-}
-
-/* Asks a worker to go away for good (stop, scale-down, handed over). */
-void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text)
-{
-    w->retire_on_exit = true;
-    w->recycle_queued = false;
-    /* Only a drain that really sends SIGTERM changes the ledger: a worker
-     * corrald is already killing (hang, stop timeout, a start timeout's
-     * SIGKILL still on its way) dies for that. */
-    bool killing = w->kill_sigmask & (1ull << SIGKILL);
-    if (!killing &&
-        (w->state == CR_WS_STARTING || w->state == CR_WS_READY || w->state == CR_WS_BLOCKED)) {
-        w->kill_reason = why;
-        if (text && text != w->kill_text)
-            snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
-    }
-    cr_worker_event(w, CR_WE_DRAIN);
-}
-
 /* ---- the lifecycle table's actions ------------------------------------- */
 
-/* An action's answer when no decision follows. */
-#define NOTHING _CR_WE_MAX
-
-static void arm_watchdog(struct cr_worker *w)
+void cr_worker_arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
     if (c->watchdog_ms && w->heartbeats)
         cr_worker_set_deadline(w, c->watchdog_ms);
     else
-        clear_deadline(w);
+        cr_worker_clear_deadline(w);
 }
 
 static enum cr_wevent act_none(struct cr_worker *w)
@@ -293,17 +184,15 @@ static enum cr_wevent act_none(struct cr_worker *w)
     return NOTHING;
 }
 
-static void pacer_kick(struct cr_supervisor *sup);
-
 static void become_ready(struct cr_worker *w, const char *how)
 {
     struct cr_supervisor *sup = w->sup;
-    pacer_kick(sup);
+    cr_pacer_kick(sup);
     w->ready_at = cr_now_ms(sup);
     cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms%s",
                  w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at), how);
-    publish_state(w, "ready", NULL);
-    arm_watchdog(w);
+    cr_worker_publish_state(w, "ready", NULL);
+    cr_worker_arm_watchdog(w);
     if (w->replaces) {
         struct cr_worker *old = w->replaces;
         w->replaces = NULL;
@@ -373,7 +262,7 @@ static enum cr_wevent act_starting_deadline(struct cr_worker *w)
 
 static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
 {
-    arm_watchdog(w);
+    cr_worker_arm_watchdog(w);
     return NOTHING;
 }
 
@@ -384,7 +273,7 @@ static enum cr_wevent act_flag_blocked(struct cr_worker *w)
     cr_log_event(CR_LOG_WARNING, "blocked", w->id, w->pid, NULL,
                  "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)", w->id,
                  (unsigned long long)silent, (unsigned long long)c->watchdog_ms);
-    publish_state(w, "blocked", NULL);
+    cr_worker_publish_state(w, "blocked", NULL);
     if (c->hang_timeout_ms)
         cr_worker_set_deadline(w, c->hang_timeout_ms > silent ? c->hang_timeout_ms - silent : 0);
     cr_supervisor_table_changed(w->sup);
@@ -395,8 +284,8 @@ static enum cr_wevent act_unblock(struct cr_worker *w)
 {
     cr_log_event(CR_LOG_NOTICE, "unblocked", w->id, w->pid, NULL,
                  "worker %d unblocked: heartbeat again", w->id);
-    publish_state(w, "unblocked", NULL);
-    arm_watchdog(w);
+    cr_worker_publish_state(w, "unblocked", NULL);
+    cr_worker_arm_watchdog(w);
     cr_supervisor_table_changed(w->sup);
     return NOTHING;
 }
@@ -441,7 +330,7 @@ static enum cr_wevent act_send_term(struct cr_worker *w)
                  "worker %d draining (%s%s%s): SIGTERM, SIGKILL after %llu ms", w->id,
                  cr_kill_reason_to_string(why), w->kill_text[0] ? ": " : "", w->kill_text,
                  (unsigned long long)w->sup->cfg.stop_timeout_ms);
-    publish_state(w, "draining", cr_kill_reason_to_string(why));
+    cr_worker_publish_state(w, "draining", cr_kill_reason_to_string(why));
     cr_worker_signal(w, SIGTERM, why, NULL);
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
     cr_supervisor_table_changed(w->sup);
@@ -457,7 +346,7 @@ static enum cr_wevent act_kill_stop_timeout(struct cr_worker *w)
     return NOTHING;
 }
 
-static struct cr_restart_policy restart_policy(const struct cr_supervisor *sup)
+struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor *sup)
 {
     const struct cr_config *c = &sup->cfg;
     return (struct cr_restart_policy){
@@ -471,196 +360,11 @@ static struct cr_restart_policy restart_policy(const struct cr_supervisor *sup)
     };
 }
 
-/* A replacement died before it was ready: the old worker keeps serving, and
- * the next attempt to recycle it waits like a restart after a crash would —
- * otherwise a trigger that fires every sample would respawn in a storm. */
-static void replacement_failed(struct cr_worker *r, uint64_t now, uint64_t uptime)
-{
-    struct cr_supervisor *sup = r->sup;
-    struct cr_worker *old = r->replaces;
-    struct cr_restart_policy p = restart_policy(sup);
-    struct cr_restart_decision d =
-        cr_restart_decide(&p, &old->restart, now, &(struct cr_life){.uptime_ms = uptime});
-    uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
-    old->recycle_after = now + wait;
-    old->recycle_queued = false;
-    if (sup->reloading)
-        sup->reload_failed++;
-    cr_log_event(CR_LOG_WARNING, "replacement-failed", r->id, 0, NULL,
-                 "worker %d: the replacement died before it was ready; the old worker keeps "
-                 "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
-}
-
-/* ---- warm spares -------------------------------------------------------- */
-
-static unsigned spares_kept(const struct cr_supervisor *sup)
-{
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        n += w->id == CR_SPARE_ID && !w->retire_on_exit;
-    return n;
-}
-
-static void spare_timer(uv_timer_t *t)
-{
-    cr_supervisor_pump_spares(t->data);
-}
-
-void cr_supervisor_pump_spares(struct cr_supervisor *sup)
-{
-    if (sup->stopping)
-        return;
-    while (spares_kept(sup) > sup->cfg.spares) { /* `set spares` lowered: newest first */
-        struct cr_worker *last = NULL;
-        for (struct cr_worker *w = sup->workers; w; w = w->next)
-            if (w->id == CR_SPARE_ID && !w->retire_on_exit)
-                last = w;
-        cr_worker_drain(last, CR_KILL_STOP, "fewer spares");
-    }
-    uint64_t now = cr_now_ms(sup);
-    /* Counted afresh each turn: a spawn that fails removes its worker (and
-     * pushes spare_not_before on) from inside this loop. */
-    while (spares_kept(sup) < sup->cfg.spares && now >= sup->spare_not_before) {
-        struct cr_worker *w = cr_worker_new(sup, CR_SPARE_ID);
-        if (!w)
-            return;
-        cr_worker_event(w, CR_WE_START_SPARE);
-    }
-    if (spares_kept(sup) < sup->cfg.spares && now < sup->spare_not_before &&
-        sup->spare_timer.type != UV_UNKNOWN_HANDLE &&
-        !uv_is_active((uv_handle_t *)&sup->spare_timer))
-        uv_timer_start(&sup->spare_timer, spare_timer, sup->spare_not_before - now, 0);
-}
-
-/* A spare that died or could not be made or frozen, on its own: the next
- * one waits as a restart after a crash would, so a broken program does not
- * respawn in a storm. */
-static void spare_failed(struct cr_supervisor *sup, uint64_t uptime)
-{
-    uint64_t now = cr_now_ms(sup);
-    struct cr_restart_policy p = restart_policy(sup);
-    struct cr_restart_decision d =
-        cr_restart_decide(&p, &sup->spare_restart, now, &(struct cr_life){.uptime_ms = uptime});
-    sup->spare_not_before = now + d.delay_ms;
-    if (d.delay_ms)
-        cr_log(CR_LOG_WARNING, "a spare died before it was needed; the next spare in %llu ms",
-               (unsigned long long)d.delay_ms);
-}
-
-/* A slot's worker died and will be restarted: a frozen spare takes the slot
- * (its id, its restart record and counters) and is thawed at once; the dead
- * worker retires. False when no spare is frozen. */
-static bool promote_spare(struct cr_worker *dead)
-{
-    struct cr_worker *s = dead->sup->workers;
-    while (s && !(s->state == CR_WS_SPARE && !s->retire_on_exit))
-        s = s->next;
-    if (!s)
-        return false;
-    unlink_worker(s);
-    s->id = dead->id;
-    link_by_id(dead->sup, s);
-    s->restart = dead->restart;
-    s->restarts = dead->restarts;
-    s->oom_kills = dead->oom_kills;
-    memcpy(s->last_death, dead->last_death, sizeof(s->last_death));
-    memcpy(s->last_death_reason, dead->last_death_reason, sizeof(s->last_death_reason));
-    dead->sup->promotions++;
-    cr_worker_event(s, CR_WE_PROMOTE);
-    return true;
-}
-
-#define FREEZE_TIMEOUT_MS 2000
-#define SPARE_AFTER_PROMOTION_MS 500
-
-/* SIGKILL for a spare that cannot be frozen or thawed, outside the kill
- * ledger's stop reasons: it died on corrald's word, and is replaced. */
-static void kill_spare_now(struct cr_worker *w, const char *why)
-{
-    cr_log_event(CR_LOG_ERR, "spare-failed", w->id, w->pid, NULL, "worker %d (pid %d): %s: SIGKILL",
-                 w->id, (int)w->pid, why);
-    cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, why);
-    cr_freeze_set(w, false);
-}
-
-static enum cr_wevent act_poll_frozen(struct cr_worker *w)
-{
-    int r = cr_freeze_done(w);
-    if (r == 1)
-        return CR_WE_FROZEN;
-    if (r < 0 || cr_now_ms(w->sup) - w->ready_at > FREEZE_TIMEOUT_MS)
-        kill_spare_now(w, r < 0 ? "cannot read its freezer state" : "not frozen in time");
-    else
-        cr_worker_set_deadline(w, 1);
-    return NOTHING;
-}
-
-static enum cr_wevent act_freeze(struct cr_worker *w)
-{
-    w->ready_at = cr_now_ms(w->sup);
-    int r = cr_freeze_set(w, true);
-    if (r < 0) {
-        kill_spare_now(w, "cannot freeze it");
-        return NOTHING;
-    }
-    return act_poll_frozen(w);
-}
-
-static enum cr_wevent act_become_spare(struct cr_worker *w)
-{
-    clear_deadline(w);
-    cr_log_event(CR_LOG_INFO, "spare", w->id, w->pid, NULL,
-                 "spare s%u ready and frozen (%s): pid %d after %llu ms", w->generation,
-                 cr_freeze_method(w->sup), (int)w->pid,
-                 (unsigned long long)(cr_now_ms(w->sup) - w->spawned_at));
-    publish_state(w, "spare", NULL);
-    cr_supervisor_table_changed(w->sup);
-    return NOTHING;
-}
-
-static enum cr_wevent act_promote(struct cr_worker *w)
-{
-    struct cr_supervisor *sup = w->sup;
-    int r = cr_freeze_set(w, false);
-    if (r < 0) {
-        /* Frozen for good: its death restarts the slot the ordinary way. */
-        kill_spare_now(w, "cannot thaw it");
-        return NOTHING;
-    }
-    w->ready_at = cr_now_ms(sup);
-    cr_log_event(CR_LOG_NOTICE, "promoted", w->id, w->pid, NULL,
-                 "worker %d: spare s%u (pid %d) thawed and serving", w->id, w->generation,
-                 (int)w->pid);
-    publish_state(w, "ready", "promoted spare");
-    arm_watchdog(w);
-    cr_supervisor_table_changed(sup);
-    /* The next spare starts in the background, a moment later: a runtime's
-     * start-up (Node: ~1 s of CPU) would otherwise compete for the cores
-     * with the heir's first requests. */
-    if (sup->spare_not_before < w->ready_at + SPARE_AFTER_PROMOTION_MS)
-        sup->spare_not_before = w->ready_at + SPARE_AFTER_PROMOTION_MS;
-    cr_supervisor_pump_spares(sup);
-    return NOTHING;
-}
-
-/* A frozen task cannot run a SIGTERM handler: a spare holds no request, so
- * it is killed outright and thawed so that the kill lands (v1). */
-static enum cr_wevent act_kill_spare(struct cr_worker *w)
-{
-    enum cr_kill_reason why = w->kill_reason != CR_KILL_NONE ? w->kill_reason : CR_KILL_STOP;
-    publish_state(w, "draining", cr_kill_reason_to_string(why));
-    cr_worker_signal(w, SIGKILL, why, NULL);
-    cr_freeze_set(w, false);
-    cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
-    cr_supervisor_table_changed(w->sup);
-    return NOTHING;
-}
-
 /* The restart policy's word on a death of a slot's worker. */
 static void decide(struct cr_worker *w, uint64_t now, const struct cr_life *life,
                    bool exec_failed)
 {
-    struct cr_restart_policy p = restart_policy(w->sup);
+    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
     /* Nothing will change by retrying fast when the program is not there. */
     w->decision = exec_failed ? cr_restart_fail(&p, &w->restart, false)
                               : cr_restart_decide(&p, &w->restart, now, life);
@@ -695,7 +399,7 @@ static struct cr_worker *promote_early(struct cr_worker *w, uint64_t now, bool *
     };
     decide(w, now, &life, false);
     *decided = true;
-    return restarts(w->decision.event) && promote_spare(w) ? cr_supervisor_worker(w->sup, w->id)
+    return restarts(w->decision.event) && cr_spare_promote(w) ? cr_supervisor_worker(w->sup, w->id)
                                                             : NULL;
 }
 
@@ -713,7 +417,7 @@ static struct cr_postmortem *record_death(struct cr_worker *w, uint64_t now)
         w->oom_kills++;
     snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(pm->category));
     snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", pm->reason);
-    struct cr_event died = worker_event(w, CR_EV_WORKER_DIED);
+    struct cr_event died = cr_worker_stamp(w, CR_EV_WORKER_DIED);
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
@@ -725,7 +429,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
-    clear_deadline(w);
+    cr_worker_clear_deadline(w);
     bool decided;
     struct cr_worker *heir = promote_early(w, now, &decided);
     struct cr_postmortem *pm = record_death(w, now);
@@ -742,7 +446,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     cr_cg_worker_release(w);
     w->pid = 0;
     w->recycle_queued = false; /* a recycle asked of this process died with it */
-    pacer_kick(sup);
+    cr_pacer_kick(sup);
 
     /* What follows the death. */
     if (heir) { /* the spare took the slot before the post-mortem was read */
@@ -753,7 +457,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     }
     if (w->id == CR_SPARE_ID) {
         if (!w->retire_on_exit && !sup->stopping)
-            spare_failed(sup, life.uptime_ms);
+            cr_spare_failed(sup, life.uptime_ms);
         return CR_WE_RETIRE;
     }
     if (w->retire_on_exit || sup->stopping)
@@ -767,104 +471,15 @@ static enum cr_wevent act_reap(struct cr_worker *w)
         return CR_WE_RETIRE;
     }
     if (w->replaces) {
-        replacement_failed(w, now, life.uptime_ms);
+        cr_recycle_failed(w, now, life.uptime_ms);
         return CR_WE_RETIRE;
     }
     if (!decided)
         decide(w, now, &life, exec_failed);
     /* A frozen spare takes the slot now; the dead worker retires. */
-    if (restarts(w->decision.event) && promote_spare(w))
+    if (restarts(w->decision.event) && cr_spare_promote(w))
         return CR_WE_RETIRE;
     return w->decision.event;
-}
-
-/* ---- the spawn pacer ----------------------------------------------------
- * A spawn costs the loop a few milliseconds (the cgroup's creation and
- * limits, the baseline readings, fork), and every worker starting at once
- * competes for the CPU with corrald: a scale to 1000 done in one go left
- * signals, the control socket and heartbeats unanswered for seconds. So
- * workers wait in `pending`; each loop turn spawns while this turn's
- * budget lasts (at least one), and no more than --spawn-parallel workers
- * are starting (forked, not yet READY=1) at once — the bounded concurrency
- * of lesson 13. A worker slow to get ready stops counting after 250 ms,
- * so one that never says READY cannot hold the queue up. */
-#define SPAWN_TURN_MAX 8
-#define SPAWN_TURN_NS (3 * 1000 * 1000)
-#define SPAWN_SLOW_MS 250
-#define SPAWN_RECHECK_MS 20
-
-static unsigned spawn_parallel(const struct cr_supervisor *sup)
-{
-    unsigned n = sup->cfg.spawn_parallel;
-    if (!n) {
-        n = 2 * uv_available_parallelism();
-        n = n < 4 ? 4 : n;
-    }
-    return n;
-}
-
-static unsigned starting_now(const struct cr_supervisor *sup)
-{
-    uint64_t now = cr_now_ms(sup);
-    unsigned n = 0;
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        n += w->state == CR_WS_STARTING && now - w->spawned_at < SPAWN_SLOW_MS;
-    return n;
-}
-
-static void on_spawn_turn(uv_idle_t *h);
-
-static void pacer_run(struct cr_supervisor *sup)
-{
-    uv_timer_stop(&sup->spawn_recheck);
-    if (!uv_is_closing((uv_handle_t *)&sup->spawn_pacer))
-        uv_idle_start(&sup->spawn_pacer, on_spawn_turn);
-}
-
-static void on_spawn_recheck(uv_timer_t *t)
-{
-    pacer_run(t->data);
-}
-
-static void on_spawn_turn(uv_idle_t *h)
-{
-    struct cr_supervisor *sup = h->data;
-    uint64_t t0 = uv_hrtime();
-    unsigned spawned = 0, starting = starting_now(sup), cap = spawn_parallel(sup);
-    bool more = false, capped = false;
-    for (struct cr_worker *w = sup->workers, *next; w && !sup->stopping; w = next) {
-        next = w->next; /* a failed spawn may unlink w, never another worker */
-        if (w->state != CR_WS_PENDING)
-            continue;
-        capped = starting >= cap;
-        if (capped || spawned >= SPAWN_TURN_MAX || uv_hrtime() - t0 >= SPAWN_TURN_NS) {
-            more = true;
-            break;
-        }
-        cr_worker_event(w, CR_WE_SPAWN_TURN);
-        spawned++;
-        starting += w->state == CR_WS_STARTING;
-    }
-    if (more && !capped)
-        return; /* the next loop turn goes on */
-    uv_idle_stop(h);
-    if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
-        uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);
-}
-
-/* Something may have freed a starting slot: pending workers go on now. */
-static void pacer_kick(struct cr_supervisor *sup)
-{
-    if (uv_is_active((uv_handle_t *)&sup->spawn_recheck))
-        pacer_run(sup);
-}
-
-static enum cr_wevent act_queue(struct cr_worker *w)
-{
-    struct cr_supervisor *sup = w->sup;
-    if (!uv_is_active((uv_handle_t *)&sup->spawn_recheck))
-        pacer_run(sup);
-    return NOTHING;
 }
 
 /* Forks and execs the next generation; a failure is an event of its own. */
@@ -888,7 +503,7 @@ static enum cr_wevent act_spawn(struct cr_worker *w)
                               : c->ready == CR_READY_EXEC  ? 0
                               : c->ready == CR_READY_DELAY ? c->ready_delay_ms
                                                            : auto_grace);
-    publish_state(w, "spawned", NULL);
+    cr_worker_publish_state(w, "spawned", NULL);
     return NOTHING;
 }
 
@@ -900,14 +515,14 @@ static enum cr_wevent act_spawn_failed(struct cr_worker *w)
     if (w->replaces) {
         /* As a replacement that died: count it against the reload and hold
          * off the next recycle, or a memory trigger would fork every sample. */
-        replacement_failed(w, cr_now_ms(w->sup), 0);
+        cr_recycle_failed(w, cr_now_ms(w->sup), 0);
         return CR_WE_RETIRE;
     }
     if (w->id == CR_SPARE_ID) {
-        spare_failed(w->sup, 0);
+        cr_spare_failed(w->sup, 0);
         return CR_WE_RETIRE;
     }
-    struct cr_restart_policy p = restart_policy(w->sup);
+    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
     w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), &(struct cr_life){0});
     return w->decision.event;
 }
@@ -928,7 +543,7 @@ static enum cr_wevent act_mark_failed(struct cr_worker *w)
     cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying in %llu ms",
                  w->id, d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
                  (unsigned long long)d->delay_ms);
-    publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
+    cr_worker_publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
     cr_worker_set_deadline(w, d->delay_ms);
     cr_supervisor_table_changed(w->sup);
     return NOTHING;
@@ -937,7 +552,7 @@ static enum cr_wevent act_mark_failed(struct cr_worker *w)
 static enum cr_wevent act_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    clear_deadline(w);
+    cr_worker_clear_deadline(w);
     worker_remove(w);
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
@@ -960,17 +575,17 @@ static const action_fn actions[_CR_WA_MAX] = {
     [CR_WA_SEND_TERM] = act_send_term,
     [CR_WA_KILL_STOP_TIMEOUT] = act_kill_stop_timeout,
     [CR_WA_REAP] = act_reap,
-    [CR_WA_QUEUE] = act_queue,
+    [CR_WA_QUEUE] = cr_pacer_act_queue,
     [CR_WA_SPAWN] = act_spawn,
     [CR_WA_SPAWN_FAILED] = act_spawn_failed,
     [CR_WA_ARM_RESTART] = act_arm_restart,
     [CR_WA_MARK_FAILED] = act_mark_failed,
     [CR_WA_REMOVE] = act_remove,
-    [CR_WA_FREEZE] = act_freeze,
-    [CR_WA_POLL_FROZEN] = act_poll_frozen,
-    [CR_WA_BECOME_SPARE] = act_become_spare,
-    [CR_WA_PROMOTE] = act_promote,
-    [CR_WA_KILL_SPARE] = act_kill_spare,
+    [CR_WA_FREEZE] = cr_spare_act_freeze,
+    [CR_WA_POLL_FROZEN] = cr_spare_act_poll_frozen,
+    [CR_WA_BECOME_SPARE] = cr_spare_act_become,
+    [CR_WA_PROMOTE] = cr_spare_act_promote,
+    [CR_WA_KILL_SPARE] = cr_spare_act_kill,
     [CR_WA_STARTING_DEADLINE] = act_starting_deadline,
     [CR_WA_ANNOUNCE] = act_announce,
     [CR_WA_ASSUME_READY] = act_assume_ready,
