@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 
 #include "cr_cgroup.h"
 #include "history.h"
+#include "instance.h"
 #include "log.h"
 
 uint64_t cr_vmstat_oom_kill(void)
@@ -182,13 +182,10 @@ int cr_cg_default_instance(const char *control_path, char **ret)
     free(d);
     if (!ok || asprintf(&abs, "%s/%s", dir, slash ? slash + 1 : control_path) < 0)
         return ok ? -ENOMEM : -errno;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
-    int r = EVP_Digest(abs, strlen(abs), md, &mdlen, EVP_sha256(), NULL) ? 0 : -EIO;
+    char name[CR_INSTANCE_DEFAULT_SIZE];
+    cr_instance_default_name(abs, name);
     free(abs);
-    if (r < 0)
-        return r;
-    if (asprintf(ret, "%02x%02x%02x%02x%02x%02x", md[0], md[1], md[2], md[3], md[4], md[5]) < 0)
+    if (!(*ret = strdup(name)))
         return -ENOMEM;
     return 0;
 }

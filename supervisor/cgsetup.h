@@ -14,8 +14,8 @@ struct cr_postmortem;
 /* Makes and locks <base>/workers/<instance> (sup->cfg.instance must be
  * set): -EBUSY when another live corrald holds it (logged). */
 int cr_cg_setup(struct cr_supervisor *sup);
-/* The default instance name: 12 hex digits of the SHA-256 of the control
- * socket's absolute path. *ret is malloc'd. */
+/* The default instance name of the control socket at control_path, its
+ * directory resolved (cr_instance_default_name). *ret is malloc'd. */
 int cr_cg_default_instance(const char *control_path, char **ret);
 int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits */
 /* The worker group's cgroup.procs open for writing (CLOEXEC): the child
