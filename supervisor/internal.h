@@ -23,7 +23,6 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "notify.h"
-#include "ring.h"
 
 struct cr_cgroup;
 struct cr_freezer;
@@ -32,8 +31,6 @@ struct cr_control;
 struct cr_trend_ring;
 struct cr_wio;
 struct cr_io_sink;
-
-#define CR_STDERR_TAIL 4096
 
 /* A warm spare has no slot: its id is 0 until a promotion gives it one. */
 #define CR_SPARE_ID 0
@@ -53,17 +50,12 @@ struct cr_worker {
     uint64_t deadline_at; /* loop ms, 0 = none */
 
     /* This generation's descriptors and their polls (pidfd, output,
-     * notify stream, OOM watch); freed on its own once its handles closed,
-     * so a reaped generation never holds up the next one. */
+     * notify stream, OOM watch), with the output's tail and the stream's
+     * framing buffer; freed on its own once its handles closed, so a
+     * reaped generation never holds up the next one. */
     struct cr_wio *io;
     int exec_errno;
     int wait_code, wait_status; /* from waitid, for the reaper */
-
-    char out_line[1024];
-    size_t out_line_len;
-    char tail[CR_STDERR_TAIL]; /* ring of the last output bytes */
-    struct cr_ring tail_ring; /* indices into tail (common/ring.h) */
-    struct cr_notify_stream nstream;
 
     struct cr_cgroup *cg;
     struct cr_freezer *freezer;     /* a spare's freezer group (v1: its own; v2: cg's) */

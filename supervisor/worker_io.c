@@ -17,9 +17,20 @@
 #include "cr_cgroup.h"
 #include "internal.h"
 #include "log.h"
+#include "ring.h"
 #include "spawn.h"
 
 enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_EXEC, IO_MAX };
+
+/* What a generation wrote: the line being cut for the log and the tail
+ * kept for its post-mortem. Made by the first byte: most workers write
+ * nothing while they run well, and 5 KiB each adds up over hundreds. */
+struct io_output {
+    char line[1024];
+    size_t line_len;
+    struct cr_ring tail_ring; /* indices into tail (common/ring.h) */
+    char tail[CR_STDERR_TAIL];
+};
 
 struct cr_wio {
     struct cr_worker *w; /* NULL once the worker let go of it */
@@ -31,6 +42,12 @@ struct cr_wio {
     int mem_fd;  /* /proc/<pid>/statm or smaps_rollup, kept open for sampling */
     bool mem_pss; /* which of the two mem_fd is */
     pid_t pid;    /* the key of sup->io_by_pid */
+
+    struct io_output *out; /* NULL until the first output byte */
+    /* The stream form of the notify protocol, held only while a message is
+     * incomplete: a worker writes whole messages, so between reads
+     * there is nothing to keep. */
+    struct cr_notify_stream *ns;
 };
 
 /* The notify socket names its sender by pid, a thousand times a second at
@@ -56,6 +73,8 @@ static void io_closed(uv_handle_t *h)
                 close(io->fd[i]);
         if (io->mem_fd >= 0)
             close(io->mem_fd);
+        free(io->out);
+        free(io->ns);
         free(io);
     }
 }
@@ -102,49 +121,48 @@ int cr_io_mem_fd(struct cr_worker *w, bool pss, bool reopen)
     return io->mem_fd;
 }
 
-static void tail_append(struct cr_worker *w, const char *buf, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        w->tail[cr_ring_push(&w->tail_ring, CR_STDERR_TAIL)] = buf[i];
-}
-
 void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len)
 {
-    for (size_t i = 0; i < w->tail_ring.len; i++)
-        buf[i] = w->tail[cr_ring_oldest(&w->tail_ring, CR_STDERR_TAIL, i)];
-    *len = w->tail_ring.len;
+    const struct io_output *out = w->io ? w->io->out : NULL;
+    *len = out ? out->tail_ring.len : 0;
+    for (size_t i = 0; i < *len; i++)
+        buf[i] = out->tail[cr_ring_oldest(&out->tail_ring, CR_STDERR_TAIL, i)];
 }
 
-static void forward_line(struct cr_worker *w)
+static void forward_line(const struct cr_worker *w, struct io_output *out)
 {
-    w->out_line[w->out_line_len] = '\0';
+    out->line[out->line_len] = '\0';
     cr_log_event(CR_LOG_INFO, "output", w->id, w->pid, NULL, "w%d[%d]: %s", w->id, (int)w->pid,
-                 w->out_line);
-    w->out_line_len = 0;
+                 out->line);
+    out->line_len = 0;
 }
 
-static void output_bytes(struct cr_worker *w, const char *buf, size_t n)
+static void output_bytes(const struct cr_worker *w, struct io_output *out, const char *buf,
+                         size_t n)
 {
-    tail_append(w, buf, n);
     for (size_t i = 0; i < n; i++) {
+        out->tail[cr_ring_push(&out->tail_ring, CR_STDERR_TAIL)] = buf[i];
         if (buf[i] == '\n') {
-            forward_line(w);
+            forward_line(w, out);
             continue;
         }
-        w->out_line[w->out_line_len++] = buf[i];
-        if (w->out_line_len == sizeof(w->out_line) - 1)
-            forward_line(w); /* an endless line is cut, never buffered without bound */
+        out->line[out->line_len++] = buf[i];
+        if (out->line_len == sizeof(out->line) - 1)
+            forward_line(w, out); /* an endless line is cut, never buffered without bound */
     }
 }
 
 /* Reads what the pipe holds now. Returns false at EOF or error. */
-static bool read_output(struct cr_worker *w, int fd)
+static bool read_output(struct cr_wio *io)
 {
     char buf[4096];
     for (int rounds = 0; rounds < 16; rounds++) {
-        ssize_t n = read(fd, buf, sizeof(buf));
+        ssize_t n = read(io->fd[IO_OUT], buf, sizeof(buf));
         if (n > 0) {
-            output_bytes(w, buf, (size_t)n);
+            /* Without memory for the tail the bytes are dropped: the pipe
+             * must not fill up and block the worker. */
+            if (io->out || (io->out = calloc(1, sizeof(*io->out))))
+                output_bytes(io->w, io->out, buf, (size_t)n);
             continue;
         }
         if (n < 0 && (errno == EINTR))
@@ -156,11 +174,12 @@ static bool read_output(struct cr_worker *w, int fd)
 
 void cr_io_drain_output(struct cr_worker *w)
 {
-    if (!w->io || w->io->fd[IO_OUT] < 0)
+    struct cr_wio *io = w->io;
+    if (!io || io->fd[IO_OUT] < 0)
         return;
-    read_output(w, w->io->fd[IO_OUT]);
-    if (w->out_line_len)
-        forward_line(w);
+    read_output(io);
+    if (io->out && io->out->line_len)
+        forward_line(w, io->out);
 }
 
 static void on_output(uv_poll_t *p, int status, int events)
@@ -168,43 +187,56 @@ static void on_output(uv_poll_t *p, int status, int events)
     struct cr_wio *io = p->data;
     if (!io->w)
         return;
-    if (status < 0 || !read_output(io->w, io->fd[IO_OUT]))
+    if (status < 0 || !read_output(io))
         io_stop(io, IO_OUT);
 }
 
-static void on_nstream(uv_poll_t *p, int status, int events)
+/* Hands the whole messages in buf to the sink. False when the stream must
+ * close: a message outgrew the protocol's bound. */
+static bool stream_feed(struct cr_wio *io, const char *buf, size_t n)
 {
-    struct cr_wio *io = p->data;
-    struct cr_worker *w = io->w;
-    if (!w)
-        return;
-    char buf[4096], msg[CR_NOTIFY_MAX + 2];
-    ssize_t n = status < 0 ? -1 : read(io->fd[IO_NS], buf, sizeof(buf));
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0) {
-        io_stop(io, IO_NS);
-        return;
-    }
-    size_t off = 0;
-    while (off < (size_t)n) {
+    char msg[CR_NOTIFY_MAX + 2];
+    /* The sink may let go of the generation (io->w NULL): stop there. */
+    for (size_t off = 0; off < n && io->w;) {
         size_t used = 0, mlen = 0;
-        int r = cr_notify_stream_feed(&w->nstream, buf + off, (size_t)n - off, &used, msg, &mlen);
+        int r = cr_notify_stream_feed(io->ns, buf + off, n - off, &used, msg, &mlen);
         off += used;
         if (r < 0) {
-            cr_log_event(CR_LOG_WARNING, "protocol", w->id, w->pid, NULL,
-                         "worker %d: notify stream message over %d bytes; stream closed", w->id,
+            cr_log_event(CR_LOG_WARNING, "protocol", io->w->id, io->w->pid, NULL,
+                         "worker %d: notify stream message over %d bytes; stream closed", io->w->id,
                          CR_NOTIFY_MAX);
-            io_stop(io, IO_NS);
-            return;
+            return false;
         }
         if (r == 0)
             break;
         struct cr_notify_msg m;
         cr_notify_parse(msg, mlen, &m, NULL);
-        w->sup->io_sink->message(w, &m);
-        if (!io->w)
-            return;
+        io->w->sup->io_sink->message(io->w, &m);
+    }
+    return true;
+}
+
+static void on_nstream(uv_poll_t *p, int status, int events)
+{
+    struct cr_wio *io = p->data;
+    if (!io->w)
+        return;
+    char buf[4096];
+    ssize_t n = status < 0 ? -1 : read(io->fd[IO_NS], buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0 && !io->ns && !(io->ns = calloc(1, sizeof(*io->ns)))) {
+        cr_log_event(CR_LOG_ERR, "protocol", io->w->id, io->w->pid, NULL,
+                     "worker %d: no memory to frame its notify stream; stream closed", io->w->id);
+        n = -1;
+    }
+    if (n <= 0 || !stream_feed(io, buf, (size_t)n)) {
+        io_stop(io, IO_NS);
+        return;
+    }
+    if (io->ns->len == 0) { /* no message pending: nothing to keep */
+        free(io->ns);
+        io->ns = NULL;
     }
 }
 

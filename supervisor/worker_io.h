@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The last output bytes of a generation, kept for its post-mortem. */
+#define CR_STDERR_TAIL 4096
+
 struct cr_supervisor;
 struct cr_worker;
 struct cr_notify_msg;
@@ -41,7 +44,8 @@ int cr_io_pidfd(const struct cr_worker *w);
 int cr_io_mem_fd(struct cr_worker *w, bool pss, bool reopen);
 /* Reads what the output pipe still holds (before a post-mortem). */
 void cr_io_drain_output(struct cr_worker *w);
-/* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes. */
+/* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes.
+ * Empty when the generation wrote nothing (or its descriptors are gone). */
 void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len);
 /* Reaps every exited child of corrald: a worker through the same path as
  * its pidfd (the only path where there is no pidfd: kernels before 5.3,

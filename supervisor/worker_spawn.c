@@ -219,9 +219,6 @@ static void new_generation(struct cr_worker *w)
     w->last = (struct cr_notify_msg){0};
     w->fatal_heap_limit = false;
     w->heartbeats = false;
-    cr_ring_clear(&w->tail_ring);
-    w->out_line_len = 0;
-    w->nstream.len = 0;
     w->oom_events = 0;
     w->seen = (struct cr_cgroup_events){0};
     w->soft_over = 0;

@@ -72,6 +72,52 @@ def test_crash_loop():
         c.close()
 
 
+# A worker that writes a long line, then more than the tail holds, and
+# reports on the fd-4 stream in a message split across two writes.
+_TALKER = r"""
+import os, signal, sys, time
+def bye(*_):
+    sys.stderr.write("last-words")  # no newline: forwarded when corrald drains
+    sys.stderr.flush()
+    os._exit(3)
+signal.signal(signal.SIGUSR1, bye)
+sys.stderr.write("x" * 2500 + "\n")
+for i in range(200):
+    sys.stderr.write("line %04d of the tail\n" % i)
+sys.stderr.flush()
+fd = int(os.environ["CORRAL_NOTIFY_FD"])
+os.write(fd, b"STATUS=split ok\nREA")
+time.sleep(0.3)
+os.write(fd, b"DY=1\n\n")
+while True:
+    signal.pause()
+"""
+
+
+def test_output_and_stream():
+    """A worker's output reaches the log line by line (an endless line cut
+    at 1023 bytes), its post-mortem keeps exactly the last 4096 bytes
+    (the line still open at death included), and a stream message split
+    across writes is framed whole."""
+    c = ct.Corrald(workers=1, command=[sys.executable, "-c", _TALKER], name="talk")
+    try:
+        w = c.worker(1)
+        assert w["status"] == "split ok", w
+        pid = w["pid"]
+        os.kill(pid, signal.SIGUSR1)
+        d = c.wait_death("exit-error")[0]
+        assert d["pid"] == pid, d
+        written = ("x" * 2500 + "\n" + "".join("line %04d of the tail\n" % i for i in range(200))
+                   + "last-words")
+        assert d["stderr_tail"] == written[-4096:], d["stderr_tail"][:200]
+        log = c.log()
+        cut = [l.split("]: ", 1)[1] for l in log.splitlines() if f"w1[{pid}]: x" in l]
+        assert [len(l) for l in cut] == [1023, 1023, 454], [len(l) for l in cut]
+        assert f"w1[{pid}]: line 0199 of the tail\n" in log, log[-2000:]
+        assert f"w1[{pid}]: last-words\n" in log, log[-2000:]
+    finally:
+        c.close()
+
 def test_sighup_reload():
     """SIGHUP under continuous requests replaces every pid with zero failed
     requests; capacity never drops."""
