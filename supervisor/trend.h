@@ -141,9 +141,11 @@ int cr_trend_ring_push(struct cr_trend_ring *r, const struct cr_sample *s);
 void cr_trend_ring_clear(struct cr_trend_ring *r);
 size_t cr_trend_ring_len(const struct cr_trend_ring *r);
 size_t cr_trend_ring_capacity(const struct cr_trend_ring *r);
-/* The i-th oldest sample (0 = oldest), or NULL past the end. Valid until the
- * next push. */
-const struct cr_sample *cr_trend_ring_get(const struct cr_trend_ring *r, size_t i);
-/* cr_trend_analyze over the ring's samples, without copying them. */
+/* The ring keeps sizes to the KiB (rounded up) and times to the ms; see
+ * trend.c. Copies the i-th oldest sample (0 = oldest) into *ret: 0,
+ * -ENOENT past the end, -EINVAL on NULL. */
+int cr_trend_ring_get(const struct cr_trend_ring *r, size_t i, struct cr_sample *ret);
+/* cr_trend_analyze over the ring's samples. -ENOMEM only for a ring larger
+ * than the default capacity. */
 int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_params *p,
                           uint64_t hard_limit, struct cr_trend *ret);

@@ -293,17 +293,61 @@ static void test_ring(void **state)
 
     assert_int_equal(cr_trend_ring_new(5, &r), 0);
     for (uint64_t i = 0; i < 8; i++) {
-        struct cr_sample s = {.t_ms = i * 10, .rss = i};
+        struct cr_sample s = {.t_ms = 1000 + i * 10, .rss = i * 4096,
+                              .heap_reported = i % 2};
         assert_int_equal(cr_trend_ring_push(r, &s), 0);
     }
     assert_int_equal(cr_trend_ring_len(r), 5);
-    for (size_t i = 0; i < 5; i++)
-        assert_int_equal(cr_trend_ring_get(r, i)->rss, 3 + i);
-    assert_null(cr_trend_ring_get(r, 5));
+    struct cr_sample got;
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(cr_trend_ring_get(r, i, &got), 0);
+        assert_int_equal(got.rss, (3 + i) * 4096);
+        assert_int_equal(got.t_ms, 1000 + (3 + i) * 10);
+        assert_int_equal(got.heap_reported, (3 + i) % 2);
+    }
+    assert_int_equal(cr_trend_ring_get(r, 5, &got), -ENOENT);
     struct cr_sample old = {.t_ms = 5};
     assert_int_equal(cr_trend_ring_push(r, &old), -EINVAL);
     cr_trend_ring_clear(r);
     assert_int_equal(cr_trend_ring_len(r), 0);
+    cr_trend_ring_free(r);
+}
+
+/* The ring keeps 24 bytes a sample: sizes to the KiB, rounded up, and
+ * saturated at 4 TiB; times to the ms over any span (a month of pushes). */
+static void test_ring_packing(void **state)
+{
+    struct cr_trend_ring *r;
+    struct cr_sample got;
+    assert_int_equal(cr_trend_ring_new(4, &r), 0);
+    struct cr_sample a = {.t_ms = 7, .rss = 1, .heap_used = 1025, .heap_total = 3 * 1024,
+                          .external = 0, .cg_usage = UINT64_MAX / 2, .heap_reported = true};
+    assert_int_equal(cr_trend_ring_push(r, &a), 0);
+    assert_int_equal(cr_trend_ring_get(r, 0, &got), 0);
+    assert_int_equal(got.t_ms, 7);
+    assert_int_equal(got.rss, 1024);
+    assert_int_equal(got.heap_used, 2048);
+    assert_int_equal(got.heap_total, 3 * 1024);
+    assert_int_equal(got.external, 0);
+    assert_int_equal(got.cg_usage, (uint64_t)UINT32_MAX * 1024);
+    assert_true(got.heap_reported);
+    /* 30 days of one sample an hour: past the 2^30 ms offsets, rebased. */
+    uint64_t t = 7;
+    for (int i = 0; i < 30 * 24; i++) {
+        struct cr_sample s = {.t_ms = t += 3600 * 1000, .rss = (uint64_t)i * 1024};
+        assert_int_equal(cr_trend_ring_push(r, &s), 0);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(cr_trend_ring_get(r, i, &got), 0);
+        assert_int_equal(got.t_ms, t - (3 - i) * 3600 * 1000);
+        assert_int_equal(got.rss, (30 * 24 - 4 + i) * 1024);
+    }
+    /* A gap longer than the offsets can hold starts the ring over. */
+    struct cr_sample far = {.t_ms = t + 40ull * 24 * 3600 * 1000, .rss = 4096};
+    assert_int_equal(cr_trend_ring_push(r, &far), 0);
+    assert_int_equal(cr_trend_ring_len(r), 1);
+    assert_int_equal(cr_trend_ring_get(r, 0, &got), 0);
+    assert_int_equal(got.t_ms, far.t_ms);
     cr_trend_ring_free(r);
 }
 
@@ -318,7 +362,17 @@ static void test_ring_analysis_matches_array(void **state)
     for (size_t i = 0; i < n; i++)
         assert_int_equal(cr_trend_ring_push(r, &s[i]), 0);
     assert_int_equal(cr_trend_analyze_ring(r, NULL, 512 * MIB, &a), 0);
-    assert_int_equal(cr_trend_analyze(s + n - 12, 12, NULL, 512 * MIB, &b), 0);
+    /* The ring keeps sizes to the KiB, rounded up: the same samples so
+     * rounded must give the same analysis. */
+    struct cr_sample k[12];
+    for (size_t i = 0; i < 12; i++) {
+        k[i] = s[n - 12 + i];
+        uint64_t *f[] = {&k[i].rss, &k[i].heap_used, &k[i].heap_total, &k[i].external,
+                         &k[i].cg_usage};
+        for (size_t j = 0; j < 5; j++)
+            *f[j] = (*f[j] + 1023) / 1024 * 1024;
+    }
+    assert_int_equal(cr_trend_analyze(k, 12, NULL, 512 * MIB, &b), 0);
     assert_int_equal(a.verdict, b.verdict);
     assert_int_equal(a.verdict, CR_TREND_HEAP_GROWING);
     assert_true(a.heap_floor_slope_bps == b.heap_floor_slope_bps);
@@ -367,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_near_limit_reached),
         cmocka_unit_test(test_near_limit_projected),
         cmocka_unit_test(test_ring),
+        cmocka_unit_test(test_ring_packing),
         cmocka_unit_test(test_ring_analysis_matches_array),
         cmocka_unit_test(test_format),
     };
