@@ -1,5 +1,6 @@
 /* The data of the supervisor core: the worker table and the supervisor
- * that owns it. Only the core (supervisor.c, operations.c, view.c and,
+ * that owns it. Only the core (supervisor.c and its files spares.c,
+ * pacer.c and recycle.c, operations.c, view.c and,
  * below it, worker_spawn.c, worker_io.c, worker_death.c, cgsetup.c), the
  * inputs that keep per-worker readings (memwatch.c, worker_notify.c), the
  * control socket's files and main.c's wiring see inside; the views read
