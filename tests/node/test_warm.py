@@ -38,9 +38,11 @@ def node():
 @contextlib.contextmanager
 def corrald(*args, **kw):
     """One worker and one spare; stopped by SIGTERM, which thaws and kills
-    the spare, before the harness's SIGKILL backstop."""
-    with h.corrald("--spares", "1", *args, workers=1, **kw) as c:
+    the spare, before the harness's SIGKILL backstop, also when the worker
+    never gets ready (hence wait_ready here, not in the constructor)."""
+    with h.corrald("--spares", "1", *args, workers=1, wait_ready=False, **kw) as c:
         try:
+            c.wait_ready(1, 20)
             yield c
         finally:
             c.stop()
