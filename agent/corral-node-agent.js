@@ -340,8 +340,6 @@
   function holdListen(server, listen, args) {
     let closed = false; // the app closed it meanwhile (SIGTERM): stay closed
     server.once('close', () => { closed = true; });
-    // This first message tells --ready auto that the worker speaks, so
-    // auto's silent grace does not cut the warm-up.
     send({ STATUS: 'warming up (corral-node-agent)' });
     warmUp((how) => {
       state.warmed = how;
@@ -388,6 +386,11 @@
 
   try {
     watchEnv();
+    // A spare speaks at once: under --ready auto, corrald takes a worker
+    // silent for 1 s as ready, and would freeze a spare whose Node start-up
+    // (app modules included) takes longer, before its warm-up, and even
+    // before it listens. A spoken worker gets the start timeout instead.
+    if (spare) send({ STATUS: 'starting (corral-node-agent)' });
     if (listenFdIsOurs()) {
       watchListen();
     } else {

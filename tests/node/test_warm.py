@@ -39,8 +39,11 @@ def node():
 def corrald(*args, **kw):
     """One worker and one spare; stopped by SIGTERM, which thaws and kills
     the spare, before the harness's SIGKILL backstop, also when the worker
-    never gets ready (hence wait_ready here, not in the constructor)."""
-    with h.corrald("--spares", "1", *args, workers=1, wait_ready=False, **kw) as c:
+    never gets ready (hence wait_ready here, not in the constructor).
+    --ready notify: under auto, a start slower than auto's 1 s silent grace
+    (a loaded machine) would be frozen as it is, before it speaks."""
+    with h.corrald("--spares", "1", "--ready", "notify", *args, workers=1, wait_ready=False,
+                   **kw) as c:
         try:
             c.wait_ready(1, 20)
             yield c
@@ -132,8 +135,9 @@ def test_agent_listen_held():
     w = harness.Worker(node(), WARM_APP, node_args=["--require=" + AGENT],
                        env={"CORRAL_SPARE": "1", "WARM_APP_CONNECT": "stall"})
     try:
-        first = w.read_message(10)
-        assert first == {"STATUS": "warming up (corral-node-agent)"}, first
+        first = [w.read_message(10), w.read_message(10)]
+        assert first == [{"STATUS": "starting (corral-node-agent)"},
+                         {"STATUS": "warming up (corral-node-agent)"}], first
         s = socket.create_connection(("127.0.0.1", w.port), timeout=10)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         answered = select.select([s], [], [], 0.3)[0]
