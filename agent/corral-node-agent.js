@@ -299,11 +299,16 @@
     }
   }
 
+  // The first report goes before READY=1: corrald freezes a spare on
+  // READY=1, and what the process still had to do then runs after the thaw,
+  // in the heir's first milliseconds (a first report, its code compiled on
+  // first use, takes 2-5 ms). Its WATCHDOG=1 before READY=1 is harmless:
+  // corrald arms the watchdog at READY=1.
   function becomeReady(status) {
     if (state.ready) return;
     state.ready = true;
-    send({ READY: 1, STATUS: status });
     reporter.start();
+    send({ READY: 1, STATUS: status });
   }
 
   // Counts the requests of an HTTP(S) server; a bare net.Server has none.
@@ -327,7 +332,10 @@
       countRequests(server);
     }
     server.once('close', () => send({ STOPPING: 1 }));
-    becomeReady(state.warmed ? `serving (corral-node-agent; ${state.warmed})` : 'serving (corral-node-agent)');
+    // On the next tick: after the app's own 'listening' callbacks, for the
+    // same reason as the report goes first (becomeReady).
+    const status = state.warmed ? `serving (corral-node-agent; ${state.warmed})` : 'serving (corral-node-agent)';
+    process.nextTick(() => becomeReady(status));
   }
 
   // A spare's listen({fd: 3}) is held until its warm-up is over, so that

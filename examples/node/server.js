@@ -203,10 +203,14 @@ function main() {
   process.on('SIGTERM', () => drain('SIGTERM'));
   process.on('SIGINT', () => drain('SIGINT'));
 
+  // The first report goes before READY=1: corrald freezes a spare on
+  // READY=1, and what is left to do then runs after the thaw, in the heir's
+  // first milliseconds (a first report, compiled on first use, takes
+  // 2-5 ms). corrald arms its watchdog at READY=1.
   listen(server, notifier, app, (status) => {
-    notifier.send(status ? { READY: 1, STATUS: status } : { READY: 1 });
     reporter.start();
     reporter.report();
+    notifier.send(status ? { READY: 1, STATUS: status } : { READY: 1 });
   });
 }
 
