@@ -131,7 +131,8 @@ def test_agent_listen_held():
     connection taken then would be stuck in the frozen spare): the agent
     holds its listen. Without corrald: the spare's channel is read here. The
     warm-up stalls (1 s bound); a request sent meanwhile is not answered
-    before READY=1, and is answered, by the app, after it."""
+    before READY=1, and is answered, by the app, after it. READY=1 is the
+    last thing the spare does: its first report comes before."""
     w = harness.Worker(node(), WARM_APP, node_args=["--require=" + AGENT],
                        env={"CORRAL_SPARE": "1", "WARM_APP_CONNECT": "stall"})
     try:
@@ -145,8 +146,13 @@ def test_agent_listen_held():
         # Still warming up (no READY yet), and the request waits in the queue.
         assert early is None, early
         assert not answered, s.recv(4096)
-        ready = w.wait_ready(10)
-        assert ready["STATUS"].startswith("serving (corral-node-agent; warm-up timed out"), ready
+        # The first report comes before READY=1, not after it, where it
+        # would run after the freeze.
+        report = w.read_message(10)
+        assert report and "WATCHDOG" in report and "READY" not in report, report
+        ready = w.read_message(10)
+        assert ready and ready["STATUS"].startswith(
+            "serving (corral-node-agent; warm-up timed out"), ready
         body = b""
         while chunk := s.recv(4096):
             body += chunk
