@@ -20,7 +20,7 @@ const MAX_MESSAGE = 4096;
 const DRAIN_IDLE_GRACE_MS = 1000;
 // Far above a warm-up's usual 5-30 ms, far below corrald's start timeout.
 const WARM_UP_MS = 1000;
-const WARM_UP_REQUEST = 'GET /corral-warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
+const WARM_UP_REQUEST = 'GET /light HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
 
 // Writes one protocol message. The write is blocking and made from the loop
 // on purpose: a blocked loop then falls silent and corrald notices. A closed
@@ -115,12 +115,12 @@ class Reporter {
 // a dead worker's slot. The first request a Node process serves costs ~8 ms
 // (V8 compiles the http server's code on first use), later ones ~1 ms: the
 // spare pays that before it listens on fd 3 (so before READY=1) on a private
-// server (127.0.0.1 port 0, a handler of its own, never the app's counters),
-// so the heir's first answer does not. The same warm-up as
-// corral-node-agent.js's, which cannot do it for this worker: it leaves a
-// worker that speaks for itself alone. Calls done(outcome) exactly once:
-// after the answer, on an error, or after WARM_UP_MS.
-function warmUp(done) {
+// server (127.0.0.1 port 0, never fd 3) with the given handler, so the
+// heir's first answer does not. The same warm-up as corral-node-agent.js's,
+// which cannot do it for this worker: it leaves a worker that speaks for
+// itself alone. Calls done(outcome) exactly once: after the answer, on an
+// error, or after WARM_UP_MS.
+function warmUp(handler, done) {
   const t0 = process.hrtime.bigint();
   let server = null;
   let client = null;
@@ -136,7 +136,7 @@ function warmUp(done) {
     done(how ? `warm-up ${how} after ${ms} ms` : `warmed up in ${ms} ms`);
   };
   timer = setTimeout(() => finish('timed out'), WARM_UP_MS);
-  server = http.createServer((req, res) => res.end('warm\n'));
+  server = http.createServer(handler);
   server.on('error', (e) => finish(`failed (${e.code || e.message})`));
   server.listen(0, '127.0.0.1', () => {
     client = net.connect(server.address().port, '127.0.0.1');
@@ -231,7 +231,11 @@ function listen(server, notifier, app, ready) {
     // This first message tells corrald's --ready auto that the worker
     // speaks, so that auto's silent grace does not cut the warm-up short.
     notifier.send({ STATUS: 'warming up' });
-    warmUp((how) => {
+    // A scratch App's handler: this app's own code gets warm too, and GET
+    // /light touches nothing but that instance's counters.
+    const scratch = new App();
+    warmUp(scratch.handle, (how) => {
+      scratch.close();
       warmed = how;
       if (!app.draining) server.listen({ fd: LISTEN_FD });
     });
