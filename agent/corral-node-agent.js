@@ -334,7 +334,9 @@
     server.once('close', () => send({ STOPPING: 1 }));
     // On the next tick: after the app's own 'listening' callbacks, for the
     // same reason as the report goes first (becomeReady).
-    const status = state.warmed ? `serving (corral-node-agent; ${state.warmed})` : 'serving (corral-node-agent)';
+    const status = state.warmed
+      ? `serving (corral-node-agent; ${state.warmed})`
+      : 'serving (corral-node-agent)';
     process.nextTick(() => becomeReady(status));
   }
 
