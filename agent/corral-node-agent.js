@@ -21,6 +21,9 @@
 // - An app that speaks the protocol itself (it reads CORRAL_NOTIFY_FD or
 //   NOTIFY_SOCKET) is left to do so: the agent falls silent, so a message is
 //   never sent twice and the stream is never written by two writers.
+// - A warm spare (CORRAL_SPARE=1) serves one request to itself before the
+//   app's server listens on fd 3, so that the request which corrald thaws
+//   it for is not its first (see warmUp).
 // - A V8 heap-limit death cannot be reported from JavaScript (V8 aborts
 //   without running any). corrald recognises it from V8's own stderr line
 //   ("Reached heap limit") and the last heap report, which this sends.
@@ -32,6 +35,9 @@
   const MAX_MESSAGE = 4096;
   const RESOLUTION_MS = 10;
   const TAG = 'corral-node-agent';
+  // Far above a warm-up's usual 5-30 ms, far below corrald's start timeout.
+  const WARM_UP_MS = 1000;
+  const WARM_UP_REQUEST = 'GET /corral-warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
 
   let fs, net, v8, perf;
   try {
@@ -43,6 +49,7 @@
     return;
   }
   const realEnv = process.env;
+  const spare = realEnv.CORRAL_SPARE === '1';
 
   function warn(text) {
     try {
@@ -97,6 +104,8 @@
     fd: channelFd(),
     appSpeaks: false, // the app reads the channel's variables: it is its own reporter
     ready: false,
+    holding: false,   // a spare holds the app's listen on fd 3 (holdListen)
+    warmed: '',       // the warm-up's outcome, once over
     server: null,     // the app's server on fd 3
     http: false,      // it is an HTTP(S) server: its requests are counted
     requests: 0,
@@ -242,11 +251,64 @@
 
   const reporter = new Reporter(intervalMs());
 
+  // A warm spare's warm-up. corrald freezes a spare on its READY=1 and
+  // thaws it when it inherits a dead worker's slot; the first HTTP request
+  // a Node process serves costs ~8 ms (V8 compiles the http server's code
+  // lazily, on first use), the next ones ~1 ms. That first request would be
+  // the heir's, right when it matters. So a spare serves one request first,
+  // on a private server: its own handler (never the app's: side effects),
+  // 127.0.0.1 port 0 (never the shared fd 3), the server side only (raw
+  // socket client). The compiled code is shared by every http.Server of
+  // the process, the app's included. Calls done(outcome) exactly once:
+  // after the answer, on any error, or after WARM_UP_MS. Its handles keep
+  // the process alive for that long: they stand in for the app's server,
+  // whose listen waits for them (holdListen).
+  function warmUp(done) {
+    const t0 = process.hrtime.bigint();
+    let server = null;
+    let client = null;
+    let answer = '';
+    let timer = null; // null again once finished
+    const finish = (how) => {
+      if (!timer) return;
+      clearTimeout(timer);
+      timer = null;
+      if (client) client.destroy();
+      if (server) server.close();
+      const ms = Number((process.hrtime.bigint() - t0) / 1000000n);
+      done(how ? `warm-up ${how} after ${ms} ms` : `warmed up in ${ms} ms`);
+    };
+    timer = setTimeout(() => finish('timed out'), WARM_UP_MS);
+    try {
+      server = require('node:http').createServer((req, res) => res.end('warm\n'));
+      server.on('error', (e) => finish(`failed (${e.code || e.message})`));
+      server.listen(0, '127.0.0.1', () => {
+        try {
+          client = net.connect(server.address().port, '127.0.0.1');
+          client.setEncoding('latin1');
+          client.on('data', (text) => { if (answer.length < 64) answer += text; });
+          client.on('error', (e) => finish(`failed (${e.code || e.message})`));
+          client.on('end', () => finish(answer.startsWith('HTTP/1.1 200') ? '' : 'failed (bad answer)'));
+          client.end(WARM_UP_REQUEST);
+        } catch (e) {
+          finish(`failed (${e.message})`);
+        }
+      });
+    } catch (e) {
+      finish(`failed (${e.message})`);
+    }
+  }
+
+  // The first report goes before READY=1: corrald freezes a spare on
+  // READY=1, and what the process still had to do then runs after the thaw,
+  // in the heir's first milliseconds (a first report, its code compiled on
+  // first use, takes 2-5 ms). Its WATCHDOG=1 before READY=1 is harmless:
+  // corrald arms the watchdog at READY=1.
   function becomeReady(status) {
     if (state.ready) return;
     state.ready = true;
-    send({ READY: 1, STATUS: status });
     reporter.start();
+    send({ READY: 1, STATUS: status });
   }
 
   // Counts the requests of an HTTP(S) server; a bare net.Server has none.
@@ -270,7 +332,42 @@
       countRequests(server);
     }
     server.once('close', () => send({ STOPPING: 1 }));
-    becomeReady('serving (corral-node-agent)');
+    // On the next tick: after the app's own 'listening' callbacks, for the
+    // same reason as the report goes first (becomeReady).
+    const status = state.warmed
+      ? `serving (corral-node-agent; ${state.warmed})`
+      : 'serving (corral-node-agent)';
+    process.nextTick(() => becomeReady(status));
+  }
+
+  // A spare's listen({fd: 3}) is held until its warm-up is over, so that
+  // the warm-up is over before READY=1 (on which corrald freezes the spare)
+  // and the app's server accepts nothing on fd 3 meanwhile: a connection it
+  // took (kept alive) would be stuck in the frozen spare. listen() returns
+  // at once and 'listening' comes later, as it would anyway (next tick).
+  // A regular worker does not warm up: it becomes capacity at once, and its
+  // cold first request is one of its first ones, not the answer to a death.
+  function holdListen(server, listen, args) {
+    let closed = false; // the app closed it meanwhile (SIGTERM): stay closed
+    server.once('close', () => { closed = true; });
+    send({ STATUS: 'warming up (corral-node-agent)' });
+    warmUp((how) => {
+      state.warmed = how;
+      if (closed) return;
+      try {
+        listen.apply(server, args);
+      } catch (e) {
+        server.emit('error', e); // where listen's own failures go
+      }
+    });
+    return server;
+  }
+
+  // Whether listen's arguments name fd 3: {fd: 3}, as an options object or
+  // a handle; frameworks pass them on to net.Server#listen unchanged.
+  function onListenFd(args) {
+    const a = args[0];
+    return a !== null && typeof a === 'object' && a.fd === LISTEN_FD;
   }
 
   // Wraps net.Server#listen (http, https and express servers all use it) to
@@ -289,12 +386,21 @@
       } catch (e) {
         // Not an EventEmitter after all: listen as if we were not here.
       }
+      if (spare && !state.holding && !state.appSpeaks && onListenFd(args)) {
+        state.holding = true; // one warm-up, for the first server on fd 3
+        return holdListen(this, listen, args);
+      }
       return listen.apply(this, args);
     };
   }
 
   try {
     watchEnv();
+    // A spare speaks at once: under --ready auto, corrald takes a worker
+    // silent for 1 s as ready, and would freeze a spare whose Node start-up
+    // (app modules included) takes longer, before its warm-up, and even
+    // before it listens. A spoken worker gets the start timeout instead.
+    if (spare) send({ STATUS: 'starting (corral-node-agent)' });
     if (listenFdIsOurs()) {
       watchListen();
     } else {

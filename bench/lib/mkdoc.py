@@ -137,10 +137,11 @@ def s_restart_spares(t):
         out.append(f'{w} worker: {s:.1f} ms median with a spare, {n:.1f} ms without '
                    f'(target ≤ 5 ms with a spare: {verdict(s <= 5)})')
     return ('; '.join(out) + '. The spare is thawed before corrald reads the post-mortem; what '
-            'remains is corrald noticing the death (pidfd), the thaw, and the heir\'s own first '
-            'request — for Node a cold handler in a process that never served, which on this '
-            'shared, loaded 2-core machine is where most of the time goes (see the load average '
-            'above). PM2 and Node cluster lose requests because the socket dies with the worker '
+            'remains is the kernel tearing the dead process down before its pidfd says so (for '
+            'an idle Node worker ~4 ms, a C worker well under 1), corrald\'s thaw, and the '
+            'heir\'s own first request; a Node spare has served one request to itself before it '
+            'was frozen, so that request is not its first (docs/architecture.md, "Warm spares"). '
+            'The load average above weighs on all of it. PM2 and Node cluster lose requests because the socket dies with the worker '
             '(fork mode) or the primary routes to the dead worker (rr); corral holds the socket.')
 
 

@@ -18,6 +18,9 @@ const LISTEN_FD = 3;
 const MAX_MESSAGE = 4096;
 // Far longer than a request's flight, far shorter than the drain bound.
 const DRAIN_IDLE_GRACE_MS = 1000;
+// Far above a warm-up's usual 5-30 ms, far below corrald's start timeout.
+const WARM_UP_MS = 1000;
+const WARM_UP_REQUEST = 'GET /light HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
 
 // Writes one protocol message. The write is blocking and made from the loop
 // on purpose: a blocked loop then falls silent and corrald notices. A closed
@@ -108,6 +111,43 @@ class Reporter {
   }
 }
 
+// A warm spare (CORRAL_SPARE=1) is frozen on its READY=1 and thawed to take
+// a dead worker's slot. The first request a Node process serves costs ~8 ms
+// (V8 compiles the http server's code on first use), later ones ~1 ms: the
+// spare pays that before it listens on fd 3 (so before READY=1) on a private
+// server (127.0.0.1 port 0, never fd 3) with the given handler, so the
+// heir's first answer does not. The same warm-up as corral-node-agent.js's,
+// which cannot do it for this worker: it leaves a worker that speaks for
+// itself alone. Calls done(outcome) exactly once: after the answer, on an
+// error, or after WARM_UP_MS.
+function warmUp(handler, done) {
+  const t0 = process.hrtime.bigint();
+  let server = null;
+  let client = null;
+  let answer = '';
+  let timer = null; // null again once finished
+  const finish = (how) => {
+    if (!timer) return;
+    clearTimeout(timer);
+    timer = null;
+    if (client) client.destroy();
+    if (server) server.close();
+    const ms = Number((process.hrtime.bigint() - t0) / 1000000n);
+    done(how ? `warm-up ${how} after ${ms} ms` : `warmed up in ${ms} ms`);
+  };
+  timer = setTimeout(() => finish('timed out'), WARM_UP_MS);
+  server = http.createServer(handler);
+  server.on('error', (e) => finish(`failed (${e.code || e.message})`));
+  server.listen(0, '127.0.0.1', () => {
+    client = net.connect(server.address().port, '127.0.0.1');
+    client.setEncoding('latin1');
+    client.on('data', (text) => { if (answer.length < 64) answer += text; });
+    client.on('error', (e) => finish(`failed (${e.code || e.message})`));
+    client.on('end', () => finish(answer.startsWith('HTTP/1.1 200') ? '' : 'failed (bad answer)'));
+    client.end(WARM_UP_REQUEST);
+  });
+}
+
 // corrald (like systemd) passes WATCHDOG_USEC and flags a worker blocked
 // after that much silence: report at least four times per period, or timer
 // jitter alone makes the worker flap blocked/unblocked.
@@ -163,20 +203,44 @@ function main() {
   process.on('SIGTERM', () => drain('SIGTERM'));
   process.on('SIGINT', () => drain('SIGINT'));
 
-  server.on('listening', () => {
-    notifier.send({ READY: 1 });
+  // The first report goes before READY=1: corrald freezes a spare on
+  // READY=1, and what is left to do then runs after the thaw, in the heir's
+  // first milliseconds (a first report, compiled on first use, takes
+  // 2-5 ms). corrald arms its watchdog at READY=1.
+  listen(server, notifier, app, (status) => {
     reporter.start();
     reporter.report();
+    notifier.send(status ? { READY: 1, STATUS: status } : { READY: 1 });
   });
+}
 
-  const listenFds = Number(process.env.LISTEN_FDS || 0);
-  if (listenFds >= 1) {
-    server.listen({ fd: LISTEN_FD });
-  } else {
+// Listens on fd 3 under corrald, else on 127.0.0.1:$PORT, and calls
+// ready(the warm-up's outcome, or null) once listening. A spare listens only once
+// warmed up: listening leads to READY=1 and so to corrald's freeze, and a
+// connection taken from fd 3 during the warm-up would be stuck in the
+// frozen spare.
+function listen(server, notifier, app, ready) {
+  let warmed = null;
+  server.on('listening', () => ready(warmed));
+  if (Number(process.env.LISTEN_FDS || 0) < 1) {
     const port = envInt('PORT', 8080, 0, 65535);
     server.listen(port, '127.0.0.1', () => {
       process.stdout.write(`listening ${server.address().port}\n`);
     });
+  } else if (process.env.CORRAL_SPARE === '1' && notifier.fd >= 0) {
+    // This first message tells corrald's --ready auto that the worker
+    // speaks, so that auto's silent grace does not cut the warm-up short.
+    notifier.send({ STATUS: 'warming up' });
+    // A scratch App's handler: this app's own code gets warm too, and GET
+    // /light touches nothing but that instance's counters.
+    const scratch = new App();
+    warmUp(scratch.handle, (how) => {
+      scratch.close();
+      warmed = how;
+      if (!app.draining) server.listen({ fd: LISTEN_FD });
+    });
+  } else {
+    server.listen({ fd: LISTEN_FD });
   }
 }
 
