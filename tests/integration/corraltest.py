@@ -164,6 +164,17 @@ class Corrald:
         self.log_file = open(self.logpath, "wb")
         self.proc = subprocess.Popen(argv, stdout=self.log_file, stderr=subprocess.STDOUT, env=e,
                                      cwd=self.tmp, preexec_fn=preexec)
+        try:
+            self._come_up(workers, wait_ready)
+        except BaseException:
+            # Nobody holds this object yet to close it: a corrald (and its
+            # workers, frozen spares too) must not outlive the failed test.
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            raise
+
+    def _come_up(self, workers, wait_ready):
         wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 10,
                  what="the control socket")
         if self.proc.poll() is not None:
