@@ -198,10 +198,48 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     else
         cJSON_AddItemToArray(cmd, cJSON_CreateString(v.worker_path));
 
-    cJSON *ws = cJSON_AddArrayToObject(root, "workers");
-    for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w))
-        cJSON_AddItemToArray(ws, cr_worker_json(w));
+    cJSON *ws = cr_workers_json(sup);
+    if (!ws) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    add(root, "workers", ws);
     return root;
+}
+
+/* One worker's object as raw JSON text: built, printed and freed at once.
+ * 4 KiB holds any worker but one with a long cgroup path or a STATUS= text
+ * full of escapes; those are printed into a buffer of their own. */
+static cJSON *worker_raw(const struct cr_worker *w)
+{
+    char buf[4096];
+    cJSON *o = cr_worker_json(w), *raw = NULL;
+    if (!o)
+        return NULL;
+    if (cJSON_PrintPreallocated(o, buf, (int)sizeof(buf), false)) {
+        raw = cJSON_CreateRaw(buf);
+    } else {
+        char *t = cJSON_PrintUnformatted(o);
+        raw = t ? cJSON_CreateRaw(t) : NULL;
+        cJSON_free(t);
+    }
+    cJSON_Delete(o);
+    return raw;
+}
+
+cJSON *cr_workers_json(const struct cr_supervisor *sup)
+{
+    cJSON *ws = cJSON_CreateArray();
+    for (const struct cr_worker *w = cr_view_first(sup); ws && w; w = cr_view_next(w)) {
+        /* A worker left out for want of memory would be a lie: fail whole. */
+        cJSON *o = worker_raw(w);
+        if (!o || !cJSON_AddItemToArray(ws, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(ws);
+            return NULL;
+        }
+    }
+    return ws;
 }
 
 cJSON *cr_event_json(const struct cr_event *ev)
