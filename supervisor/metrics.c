@@ -94,8 +94,7 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
         cr_view_worker(w, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
         if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0) {
-            snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"",
-                     ret->v[ret->n].id);
+            snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"", ret->v[ret->n].id);
             ret->n++;
         }
     }
@@ -158,7 +157,7 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         for (size_t i = 0; i < ws.n; i++)
             if (known(&ws.v[i], delays[d].need))
                 cr_prom_sample_us(&b, delays[d].name, ws.label[i],
-                    *(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off));
+                                  *(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off));
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");

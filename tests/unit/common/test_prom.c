@@ -115,8 +115,8 @@ static void us_as_printf(uint64_t us)
     cr_prom_sample_us(&p, "d_seconds", "worker=\"1\"", us);
     cr_prom_sample_us(&p, "e_seconds", "", us);
     assert_int_equal(cr_prom_take(&p, &t, NULL), 0);
-    snprintf(want, sizeof(want), "d_seconds{worker=\"1\"} %.6f\ne_seconds %.6f\n",
-             (double)us / 1e6, (double)us / 1e6);
+    double s = (double)us / 1e6;
+    snprintf(want, sizeof(want), "d_seconds{worker=\"1\"} %.6f\ne_seconds %.6f\n", s, s);
     assert_string_equal(t, want);
     free(t);
 }
