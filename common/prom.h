@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CR_PROM_MAX (64u << 20)
 
@@ -34,9 +35,17 @@ void cr_prom_printf(struct cr_prom *p, const char *fmt, ...) __attribute__((form
 void cr_prom_family(struct cr_prom *p, const char *name, const char *type, const char *help);
 
 /* "name{labels} value" (no braces when labels is NULL or empty); the value
- * is written exactly (%.17g). labels are written as given: the caller
- * quotes them. */
+ * is written exactly, as "%.17g" writes it (a whole number as its digits).
+ * labels are written as given: the caller quotes them. */
 void cr_prom_sample(struct cr_prom *p, const char *name, const char *labels, double value);
+
+/* Below this many microseconds, us / 1e6 as a double is within half a
+ * microsecond of the true value, so "%.6f" prints its exact digits. */
+#define CR_PROM_US_EXACT_BELOW UINT64_C(1000000000000000)
+
+/* A sample of us microseconds in seconds, as "%.6f" prints us / 1e6
+ * ("0.001500" for 1500). */
+void cr_prom_sample_us(struct cr_prom *p, const char *name, const char *labels, uint64_t us);
 
 /* A family with one unlabelled sample. */
 void cr_prom_gauge(struct cr_prom *p, const char *name, const char *help, double value);

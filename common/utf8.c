@@ -2,6 +2,7 @@
 #include "utf8.h"
 
 #include <stdint.h>
+#include <string.h>
 
 size_t cr_utf8_seq(const unsigned char *s, size_t n)
 {
@@ -32,11 +33,29 @@ size_t cr_utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+/* Eight bytes at once while they are all ASCII: the control socket scrubs
+ * every reply (status at 256 workers is 200 KiB, almost all ASCII), and
+ * going a byte at a time through cr_utf8_seq was a tenth of its cost. */
+static size_t ascii_run(const unsigned char *u, size_t n)
+{
+    size_t i = 0;
+    for (uint64_t w; n - i >= sizeof(w); i += sizeof(w)) {
+        memcpy(&w, u + i, sizeof(w));
+        if (w & UINT64_C(0x8080808080808080))
+            break;
+    }
+    return i;
+}
+
 size_t cr_utf8_valid_prefix(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, k;
-    while (i < n && (k = cr_utf8_seq(u + i, n - i)))
+    while (i < n) {
+        i += ascii_run(u + i, n - i);
+        if (i == n || !(k = cr_utf8_seq(u + i, n - i)))
+            break;
         i += k;
+    }
     return i;
 }

@@ -154,10 +154,10 @@ static void on_written(uv_write_t *req, int status)
         client_close(c); /* the peer is gone (EPIPE): free it now, not never */
 }
 
-/* Queues one line (owned_text ends in '\n'); a peer that lets its queue
- * pass the cap is dropped, so a client that never reads can never make
- * corrald buffer without bound. */
-static void send_line(struct client *c, char *owned_text)
+/* Queues one line (owned_text, n bytes, ends in '\n'); a peer that lets its
+ * queue pass the cap is dropped, so a client that never reads can never
+ * make corrald buffer without bound. */
+static void send_line(struct client *c, char *owned_text, size_t n)
 {
     if (c->closing || !owned_text) {
         free(owned_text);
@@ -170,7 +170,6 @@ static void send_line(struct client *c, char *owned_text)
         client_close(c);
         return;
     }
-    size_t n = strlen(owned_text);
     struct wreq *w = malloc(sizeof(*w));
     if (!w) {
         free(owned_text);
@@ -189,7 +188,9 @@ static void send_line(struct client *c, char *owned_text)
 static void send_error(struct client *c, const char *code, const char *msg)
 {
     cJSON *o = cr_control_error(code, "%s", msg);
-    send_line(c, cr_control_print_line(o, NULL));
+    size_t n = 0;
+    char *text = cr_control_print_line(o, &n);
+    send_line(c, text, n);
     cJSON_Delete(o);
 }
 
@@ -198,17 +199,17 @@ void cr_control_broadcast(struct cr_control *ctl, const cJSON *obj)
     if (!ctl)
         return;
     char *text = NULL;
+    size_t n = 0;
     for (struct client *c = ctl->clients, *next; c; c = next) {
         next = c->next;
         if (!c->subscribed)
             continue;
-        if (!text && !(text = cr_control_print_line(obj, NULL)))
+        if (!text && !(text = cr_control_print_line(obj, &n)))
             return;
-        size_t n = strlen(text);
-        char *copy = malloc(n + 2);
+        char *copy = malloc(n + 1);
         if (copy)
             memcpy(copy, text, n + 1);
-        send_line(c, copy);
+        send_line(c, copy, n);
     }
     free(text);
 }
@@ -231,7 +232,9 @@ static void handle_line(struct client *c, const char *line, size_t len)
         return;
     bool sub = false;
     cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, &sub);
-    send_line(c, cr_control_print_line(res, NULL));
+    size_t n = 0;
+    char *text = cr_control_print_line(res, &n);
+    send_line(c, text, n);
     cJSON_Delete(res);
     if (sub) {
         c->subscribed = true;

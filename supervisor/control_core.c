@@ -18,17 +18,7 @@ static cJSON *op_status(void *ctx)
 
 static cJSON *op_workers(void *ctx)
 {
-    cJSON *ws = cJSON_CreateArray();
-    for (const struct cr_worker *w = cr_view_first(ctx); ws && w; w = cr_view_next(w)) {
-        /* A worker left out for want of memory would be a lie: fail whole. */
-        cJSON *o = cr_worker_json(w);
-        if (!o || !cJSON_AddItemToArray(ws, o)) {
-            cJSON_Delete(o);
-            cJSON_Delete(ws);
-            return NULL;
-        }
-    }
-    return ws;
+    return cr_workers_json(ctx);
 }
 
 static int op_worker(void *ctx, int id, cJSON **ret)

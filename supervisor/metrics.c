@@ -73,6 +73,7 @@ static bool known(const struct cr_worker_view *w, unsigned need)
  * once, so every family lists the same workers. */
 struct listed {
     struct cr_worker_view *v;
+    char (*label)[24]; /* worker="ID", written once for all the families */
     size_t n;
 };
 
@@ -82,14 +83,20 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w))
         cap++;
     ret->v = calloc(cap ? cap : 1, sizeof(*ret->v));
+    ret->label = calloc(cap ? cap : 1, sizeof(*ret->label));
     ret->n = 0;
-    if (!ret->v)
+    if (!ret->v || !ret->label) {
+        free(ret->v);
+        free(ret->label);
         return -1;
+    }
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
         cr_view_worker(w, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
-        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0)
+        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0) {
+            snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"", ret->v[ret->n].id);
             ret->n++;
+        }
     }
     return 0;
 }
@@ -131,8 +138,8 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         cr_prom_family(&b, worker_metrics[m].name, worker_metrics[m].type, worker_metrics[m].help);
         for (size_t i = 0; i < ws.n; i++)
             if (known(&ws.v[i], worker_metrics[m].need))
-                cr_prom_printf(&b, "%s{worker=\"%d\"} %.17g\n", worker_metrics[m].name,
-                               ws.v[i].id, worker_metrics[m].get(&ws.v[i]));
+                cr_prom_sample(&b, worker_metrics[m].name, ws.label[i],
+                               worker_metrics[m].get(&ws.v[i]));
     }
     /* Three gauges, not one with a "quantile" label: that label belongs to
      * summaries, and these are a window's statistics, reset each report. */
@@ -149,8 +156,8 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
         for (size_t i = 0; i < ws.n; i++)
             if (known(&ws.v[i], delays[d].need))
-                cr_prom_printf(&b, "%s{worker=\"%d\"} %.6f\n", delays[d].name, ws.v[i].id,
-                (double)*(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off) / 1e6);
+                cr_prom_sample_us(&b, delays[d].name, ws.label[i],
+                                  *(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off));
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
            "1 for the worker's current memory trend verdict.");
@@ -158,6 +165,7 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", ws.v[i].id,
             cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
     free(ws.v);
+    free(ws.label);
     char *text;
     return cr_prom_take(&b, &text, NULL) < 0 ? NULL : text;
 }

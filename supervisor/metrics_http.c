@@ -28,7 +28,8 @@ struct conn {
     bool answered;
     bool closing;
     int handles;
-    char *out;
+    char *out;  /* the response head */
+    char *body; /* an allocated body (the metrics), written after it */
 };
 
 struct cr_metrics_http {
@@ -45,6 +46,7 @@ static void conn_freed(uv_handle_t *h)
     if (--c->handles == 0) {
         cr_http_parse_free(c->parser);
         free(c->out);
+        free(c->body);
         free(c);
     }
 }
@@ -78,24 +80,28 @@ static void on_written(uv_write_t *req, int status)
         conn_close(c);
 }
 
-/* Sends one whole response and closes after it (Connection: close). */
+/* Sends one whole response and closes after it (Connection: close). The
+ * body goes out as it is, after the head: copying 200 KiB of metrics into
+ * one buffer with the head cost as much as the write. It must live until
+ * the connection is freed (a literal, or c->body). */
 static void respond(struct conn *c, int code, const char *reason, const char *type,
                     const char *body, bool head_only)
 {
     size_t blen = strlen(body);
     c->answered = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
-    if (asprintf(&c->out,
-                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                 "Connection: close\r\n\r\n%s",
-                 code, reason, type, blen, head_only ? "" : body) < 0) {
+    int n = asprintf(&c->out,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     code, reason, type, blen);
+    if (n < 0) {
         c->out = NULL;
         conn_close(c);
         return;
     }
-    uv_buf_t b = uv_buf_init(c->out, (unsigned)strlen(c->out));
+    uv_buf_t b[2] = {uv_buf_init(c->out, (unsigned)n), uv_buf_init((char *)body, (unsigned)blen)};
     c->wr.data = c->shut.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
+    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, b, head_only ? 1 : 2, on_written) < 0)
         conn_close(c);
 }
 
@@ -130,13 +136,12 @@ static void route(struct conn *c)
         respond(c, 405, "Method Not Allowed", text, "GET or HEAD\n", false);
         return;
     }
-    char *m = cr_metrics_text(c->m->sup);
-    if (!m) {
+    c->body = cr_metrics_text(c->m->sup);
+    if (!c->body) {
         respond(c, 500, "Internal Server Error", text, "metrics rendering failed\n", head);
         return;
     }
-    respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", m, head);
-    free(m);
+    respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", c->body, head);
 }
 
 static int on_headers_complete(void *ud)

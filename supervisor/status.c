@@ -8,37 +8,88 @@
 #include "config.h"
 #include "cr_cgroup.h"
 #include "cr_config.h"
+#include "decimal.h"
 #include "events.h"
 #include "history.h"
 #include "listen.h"
 #include "trend.h"
 #include "view.h"
 
-static void num(cJSON *o, const char *k, double v)
+/* Keys are string literals (or static tables): added by reference
+ * (…CS), which spares a copy per member. */
+static void add(cJSON *o, const char *k, cJSON *item)
 {
-    cJSON_AddNumberToObject(o, k, v);
+    if (item && !cJSON_AddItemToObjectCS(o, k, item))
+        cJSON_Delete(item);
+}
+
+/* cJSON prints every number with sprintf("%1.15g") and reads it back with
+ * sscanf to check it: at 256 workers, over half of a status request went
+ * there. A whole number below 10^15 prints as its plain digits either way,
+ * so it goes in as raw text; anything larger (cgroup v1's "no limit") stays
+ * a number and prints exactly as it did. */
+static void num(cJSON *o, const char *k, uint64_t v)
+{
+    char d[CR_DECIMAL_U64_SIZE];
+    if (v < CR_DECIMAL_G15_BELOW) {
+        cr_decimal_u64(d, v);
+        add(o, k, cJSON_CreateRaw(d));
+    } else {
+        add(o, k, cJSON_CreateNumber((double)v));
+    }
+}
+
+/* ids and pids: never negative, but a negative one must still print as
+ * itself. */
+static void inum(cJSON *o, const char *k, long long v)
+{
+    if (v < 0)
+        add(o, k, cJSON_CreateNumber((double)v));
+    else
+        num(o, k, (uint64_t)v);
+}
+
+static void str(cJSON *o, const char *k, const char *v)
+{
+    add(o, k, cJSON_CreateString(v));
+}
+
+/* A string that lives as long as corrald (a name from a static table). */
+static void lit(cJSON *o, const char *k, const char *v)
+{
+    add(o, k, cJSON_CreateStringReference(v));
+}
+
+static void flag(cJSON *o, const char *k, bool v)
+{
+    add(o, k, cJSON_CreateBool(v));
+}
+
+static void null(cJSON *o, const char *k)
+{
+    add(o, k, cJSON_CreateNull());
 }
 
 /* A figure the worker reports: null until it did (never a made-up 0). */
 static void reported(cJSON *o, const char *k, const struct cr_worker_view *v, unsigned bit,
-                     double value)
+                     uint64_t value)
 {
     if (v->last.present & bit)
         num(o, k, value);
     else
-        cJSON_AddNullToObject(o, k);
+        null(o, k);
 }
 
 static void heap_limit(cJSON *o, const struct cr_worker_view *v)
 {
     if (v->last.present & CR_NF_HEAP_LIMIT) {
-        num(o, "heap_limit_bytes", (double)v->last.heap_limit);
-        cJSON_AddStringToObject(o, "heap_limit_source", "reported");
+        num(o, "heap_limit_bytes", v->last.heap_limit);
+        lit(o, "heap_limit_source", "reported");
     } else if (v->heap_limit_given) {
-        num(o, "heap_limit_bytes", (double)v->heap_limit_given);
-        cJSON_AddStringToObject(o, "heap_limit_source", "passed");
+        num(o, "heap_limit_bytes", v->heap_limit_given);
+        lit(o, "heap_limit_source", "passed");
     } else {
-        cJSON_AddNullToObject(o, "heap_limit_bytes");
+        null(o, "heap_limit_bytes");
     }
 }
 
@@ -47,55 +98,61 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     struct cr_worker_view v;
     cr_view_worker(w, &v);
     cJSON *o = cJSON_CreateObject();
-    num(o, "id", v.id);
-    num(o, "pid", v.pid);
+    if (!o)
+        return NULL;
+    inum(o, "id", v.id);
+    inum(o, "pid", v.pid);
     num(o, "generation", v.generation);
-    cJSON_AddStringToObject(o, "state", cr_wstate_to_string(v.state));
-    num(o, "uptime_ms", (double)v.uptime_ms);
+    lit(o, "state", cr_wstate_to_string(v.state));
+    num(o, "uptime_ms", v.uptime_ms);
     num(o, "restarts", v.restarts);
     if (v.replaces)
-        num(o, "replaces_pid", v.replaces_pid);
+        inum(o, "replaces_pid", v.replaces_pid);
     if (v.replaced_by)
-        num(o, "replaced_by_pid", v.replaced_by_pid);
-    cJSON_AddBoolToObject(o, "retiring", v.retiring);
-    cJSON_AddBoolToObject(o, "recycle_queued", v.recycle_queued);
-    cJSON_AddBoolToObject(o, "unannounced", v.unannounced);
-    reported(o, "requests", &v, CR_NF_REQUESTS, (double)v.last.requests);
-    reported(o, "inflight", &v, CR_NF_INFLIGHT, (double)v.last.inflight);
+        inum(o, "replaced_by_pid", v.replaced_by_pid);
+    flag(o, "retiring", v.retiring);
+    flag(o, "recycle_queued", v.recycle_queued);
+    flag(o, "unannounced", v.unannounced);
+    reported(o, "requests", &v, CR_NF_REQUESTS, v.last.requests);
+    reported(o, "inflight", &v, CR_NF_INFLIGHT, v.last.inflight);
     if (v.rss)
-        num(o, "rss_bytes", (double)v.rss);
+        num(o, "rss_bytes", v.rss);
     else
-        cJSON_AddNullToObject(o, "rss_bytes");
-    reported(o, "heap_used_bytes", &v, CR_NF_HEAP_USED, (double)v.last.heap_used);
-    reported(o, "heap_total_bytes", &v, CR_NF_HEAP_TOTAL, (double)v.last.heap_total);
+        null(o, "rss_bytes");
+    reported(o, "heap_used_bytes", &v, CR_NF_HEAP_USED, v.last.heap_used);
+    reported(o, "heap_total_bytes", &v, CR_NF_HEAP_TOTAL, v.last.heap_total);
     heap_limit(o, &v);
-    reported(o, "external_bytes", &v, CR_NF_EXTERNAL, (double)v.last.external);
-    num(o, "cgroup_usage_bytes", (double)v.cg_usage);
-    num(o, "cgroup_limit_bytes", (double)v.cg_limit);
-    num(o, "cgroup_soft_bytes", (double)v.cg_soft);
+    reported(o, "external_bytes", &v, CR_NF_EXTERNAL, v.last.external);
+    num(o, "cgroup_usage_bytes", v.cg_usage);
+    num(o, "cgroup_limit_bytes", v.cg_limit);
+    num(o, "cgroup_soft_bytes", v.cg_soft);
     if (v.cgroup)
-        cJSON_AddStringToObject(o, "cgroup", v.cgroup);
+        str(o, "cgroup", v.cgroup);
     num(o, "oom_events", v.oom_events);
     num(o, "oom_kills", v.oom_kills);
-    reported(o, "loop_delay_p50_us", &v, CR_NF_DELAY_P50, (double)v.last.delay_p50_us);
-    reported(o, "loop_delay_p99_us", &v, CR_NF_DELAY_P99, (double)v.last.delay_p99_us);
-    reported(o, "loop_delay_max_us", &v, CR_NF_DELAY_MAX, (double)v.last.delay_max_us);
-    reported(o, "elu", &v, CR_NF_ELU, v.last.elu);
-    reported(o, "pool_queue", &v, CR_NF_POOL_QUEUE, (double)v.last.pool_queue);
-    if (v.spoke)
-        num(o, "last_report_ago_ms", (double)v.last_report_ago_ms);
+    reported(o, "loop_delay_p50_us", &v, CR_NF_DELAY_P50, v.last.delay_p50_us);
+    reported(o, "loop_delay_p99_us", &v, CR_NF_DELAY_P99, v.last.delay_p99_us);
+    reported(o, "loop_delay_max_us", &v, CR_NF_DELAY_MAX, v.last.delay_max_us);
+    if (v.last.present & CR_NF_ELU)
+        add(o, "elu", cJSON_CreateNumber(v.last.elu)); /* a fraction: a real number */
     else
-        cJSON_AddNullToObject(o, "last_report_ago_ms");
-    cJSON_AddStringToObject(o, "verdict", cr_trend_verdict_to_string((enum cr_trend_verdict)v.verdict));
-    cJSON_AddStringToObject(o, "verdict_detail", v.verdict_text);
+        null(o, "elu");
+    reported(o, "pool_queue", &v, CR_NF_POOL_QUEUE, v.last.pool_queue);
+    if (v.spoke)
+        num(o, "last_report_ago_ms", v.last_report_ago_ms);
+    else
+        null(o, "last_report_ago_ms");
+    lit(o, "verdict", cr_trend_verdict_to_string((enum cr_trend_verdict)v.verdict));
+    str(o, "verdict_detail", v.verdict_text);
     if (v.status_text[0])
-        cJSON_AddStringToObject(o, "status", v.status_text);
+        str(o, "status", v.status_text);
     if (v.last_death[0]) {
-        cJSON *d = cJSON_AddObjectToObject(o, "last_death");
-        cJSON_AddStringToObject(d, "category", v.last_death);
-        cJSON_AddStringToObject(d, "reason", v.last_death_reason);
+        cJSON *d = cJSON_CreateObject();
+        str(d, "category", v.last_death);
+        str(d, "reason", v.last_death_reason);
+        add(o, "last_death", d);
     } else {
-        cJSON_AddNullToObject(o, "last_death");
+        null(o, "last_death");
     }
     return o;
 }
@@ -106,11 +163,11 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     cr_view_supervisor(sup, &v);
     cJSON *root = cJSON_CreateObject();
     cJSON *s = cJSON_AddObjectToObject(root, "supervisor");
-    num(s, "pid", getpid());
-    cJSON_AddStringToObject(s, "version", CR_VERSION);
-    num(s, "uptime_ms", (double)v.uptime_ms);
-    num(s, "started_ms", (double)v.started_wall_ms);
-    cJSON_AddStringToObject(s, "state", v.stopping ? "stopping" : v.reloading ? "reloading" : "running");
+    inum(s, "pid", getpid());
+    lit(s, "version", CR_VERSION);
+    num(s, "uptime_ms", v.uptime_ms);
+    num(s, "started_ms", v.started_wall_ms);
+    lit(s, "state", v.stopping ? "stopping" : v.reloading ? "reloading" : "running");
     num(s, "workers_target", v.target);
     num(s, "workers_ready", v.ready);
     cJSON *sp = cJSON_AddObjectToObject(s, "spares");
@@ -118,18 +175,17 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     num(sp, "frozen", v.spares_frozen);
     num(sp, "starting", v.spares_starting);
     num(sp, "promotions", v.promotions);
-    cJSON_AddStringToObject(sp, "freezer", v.freezer);
+    str(sp, "freezer", v.freezer);
     cJSON *l = cJSON_AddArrayToObject(s, "listen");
     cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "address", v.listener->addr);
-    cJSON_AddStringToObject(a, "source", v.listener->from_systemd ? "systemd" : "bound");
-    cJSON_AddStringToObject(a, "balance", cr_balance_to_string(v.config->balance));
+    str(a, "address", v.listener->addr);
+    lit(a, "source", v.listener->from_systemd ? "systemd" : "bound");
+    lit(a, "balance", cr_balance_to_string(v.config->balance));
     cJSON_AddItemToArray(l, a);
     cJSON *cg = cJSON_AddObjectToObject(s, "cgroup");
-    cJSON_AddStringToObject(cg, "layout",
-                            v.cgroups ? cr_cgroup_layout_to_string(v.cg_layout) : "none");
+    lit(cg, "layout", v.cgroups ? cr_cgroup_layout_to_string(v.cg_layout) : "none");
     if (v.cg_workers)
-        cJSON_AddStringToObject(cg, "workers", v.cg_workers);
+        str(cg, "workers", v.cg_workers);
     cJSON *d = cJSON_AddObjectToObject(s, "deaths");
     for (int i = 0; i < _CR_DEATH_MAX; i++)
         num(d, cr_death_to_string((enum cr_death)i), v.deaths_by_category[i]);
@@ -142,10 +198,48 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     else
         cJSON_AddItemToArray(cmd, cJSON_CreateString(v.worker_path));
 
-    cJSON *ws = cJSON_AddArrayToObject(root, "workers");
-    for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w))
-        cJSON_AddItemToArray(ws, cr_worker_json(w));
+    cJSON *ws = cr_workers_json(sup);
+    if (!ws) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    add(root, "workers", ws);
     return root;
+}
+
+/* One worker's object as raw JSON text: built, printed and freed at once.
+ * 4 KiB holds any worker but one with a long cgroup path or a STATUS= text
+ * full of escapes; those are printed into a buffer of their own. */
+static cJSON *worker_raw(const struct cr_worker *w)
+{
+    char buf[4096];
+    cJSON *o = cr_worker_json(w), *raw = NULL;
+    if (!o)
+        return NULL;
+    if (cJSON_PrintPreallocated(o, buf, (int)sizeof(buf), false)) {
+        raw = cJSON_CreateRaw(buf);
+    } else {
+        char *t = cJSON_PrintUnformatted(o);
+        raw = t ? cJSON_CreateRaw(t) : NULL;
+        cJSON_free(t);
+    }
+    cJSON_Delete(o);
+    return raw;
+}
+
+cJSON *cr_workers_json(const struct cr_supervisor *sup)
+{
+    cJSON *ws = cJSON_CreateArray();
+    for (const struct cr_worker *w = cr_view_first(sup); ws && w; w = cr_view_next(w)) {
+        /* A worker left out for want of memory would be a lie: fail whole. */
+        cJSON *o = worker_raw(w);
+        if (!o || !cJSON_AddItemToArray(ws, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(ws);
+            return NULL;
+        }
+    }
+    return ws;
 }
 
 cJSON *cr_event_json(const struct cr_event *ev)
@@ -168,9 +262,9 @@ cJSON *cr_event_json(const struct cr_event *ev)
         return NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "event", name);
-    num(o, "time_ms", (double)ev->time_ms);
-    num(o, "worker", ev->worker);
-    num(o, "pid", ev->pid);
+    num(o, "time_ms", ev->time_ms);
+    inum(o, "worker", ev->worker);
+    inum(o, "pid", ev->pid);
     num(o, "generation", ev->generation);
     if (ev->type == CR_EV_WORKER_DIED && ev->postmortem) {
         cJSON_AddStringToObject(o, "category", cr_death_to_string(ev->postmortem->category));

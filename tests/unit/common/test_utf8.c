@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -38,11 +39,38 @@ static void prefixes(void **state)
     assert_int_equal(cr_utf8_valid_prefix("", 0), 0);
 }
 
+/* The prefix skips ASCII eight bytes at a time: a bad byte or a multibyte
+ * character anywhere in or across those words must still be found. */
+static void long_runs(void **state)
+{
+    (void)state;
+    char buf[64];
+    for (size_t at = 0; at < sizeof(buf); at++) {
+        memset(buf, 'a', sizeof(buf));
+        buf[at] = '\x80';
+        assert_int_equal(cr_utf8_valid_prefix(buf, sizeof(buf)), at);
+        /* An é straddling a word boundary, then a bad byte further on. */
+        memset(buf, 'a', sizeof(buf));
+        if (at + 1 < sizeof(buf)) {
+            memcpy(buf + at, "\xc3\xa9", 2);
+            assert_int_equal(cr_utf8_valid_prefix(buf, sizeof(buf)), sizeof(buf));
+            buf[sizeof(buf) - 1] = '\xff';
+            size_t want = at + 2 == sizeof(buf) ? at : sizeof(buf) - 1;
+            assert_int_equal(cr_utf8_valid_prefix(buf, sizeof(buf)), want);
+        }
+        /* A character cut by the end of the buffer. */
+        memset(buf, 'a', sizeof(buf));
+        buf[at] = '\xe2';
+        assert_int_equal(cr_utf8_valid_prefix(buf, at + 1), at);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sequences),
         cmocka_unit_test(prefixes),
+        cmocka_unit_test(long_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
