@@ -21,9 +21,9 @@
 // - An app that speaks the protocol itself (it reads CORRAL_NOTIFY_FD or
 //   NOTIFY_SOCKET) is left to do so: the agent falls silent, so a message is
 //   never sent twice and the stream is never written by two writers.
-// - A warm spare (CORRAL_SPARE=1) serves one request to itself before the
-//   app's server listens on fd 3, so that the request which corrald thaws
-//   it for is not its first (see warmUp).
+// - A warm spare (CORRAL_SPARE=1) serves one request to itself, from the
+//   preload on, while the app loads; its READY=1 waits for that, so that
+//   the request which corrald thaws it for is not its first (see warmUp).
 // - A V8 heap-limit death cannot be reported from JavaScript (V8 aborts
 //   without running any). corrald recognises it from V8's own stderr line
 //   ("Reached heap limit") and the last heap report, which this sends.
@@ -37,6 +37,11 @@
   const TAG = 'corral-node-agent';
   // Far above a warm-up's usual 5-30 ms, far below corrald's start timeout.
   const WARM_UP_MS = 1000;
+  // A spare that has not listened on fd 3 this long after its preload (a
+  // queue consumer, say) says READY=1 itself: having spoken, it is no
+  // longer taken as ready by its silence, and would be killed at every
+  // start timeout. Longer than most apps take to load.
+  const NO_LISTEN_MS = 5000;
   const WARM_UP_REQUEST = 'GET /corral-warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
 
   let fs, net, v8, perf;
@@ -104,8 +109,9 @@
     fd: channelFd(),
     appSpeaks: false, // the app reads the channel's variables: it is its own reporter
     ready: false,
-    holding: false,   // a spare holds the app's listen on fd 3 (holdListen)
+    warming: false,   // a spare's warm-up is under way
     warmed: '',       // the warm-up's outcome, once over
+    afterWarmUp: null, // READY=1, deferred until the warm-up is over
     server: null,     // the app's server on fd 3
     http: false,      // it is an HTTP(S) server: its requests are counted
     requests: 0,
@@ -260,9 +266,7 @@
   // 127.0.0.1 port 0 (never the shared fd 3), the server side only (raw
   // socket client). The compiled code is shared by every http.Server of
   // the process, the app's included. Calls done(outcome) exactly once:
-  // after the answer, on any error, or after WARM_UP_MS. Its handles keep
-  // the process alive for that long: they stand in for the app's server,
-  // whose listen waits for them (holdListen).
+  // after the answer, on any error, or after WARM_UP_MS.
   function warmUp(done) {
     const t0 = process.hrtime.bigint();
     let server = null;
@@ -334,40 +338,38 @@
     server.once('close', () => send({ STOPPING: 1 }));
     // On the next tick: after the app's own 'listening' callbacks, for the
     // same reason as the report goes first (becomeReady).
-    const status = state.warmed
+    const ready = () => becomeReady(state.warmed
       ? `serving (corral-node-agent; ${state.warmed})`
-      : 'serving (corral-node-agent)';
-    process.nextTick(() => becomeReady(status));
+      : 'serving (corral-node-agent)');
+    process.nextTick(() => {
+      if (state.warming) state.afterWarmUp = ready;
+      else ready();
+    });
   }
 
-  // A spare's listen({fd: 3}) is held until its warm-up is over, so that
-  // the warm-up is over before READY=1 (on which corrald freezes the spare)
-  // and the app's server accepts nothing on fd 3 meanwhile: a connection it
-  // took (kept alive) would be stuck in the frozen spare. listen() returns
-  // at once and 'listening' comes later, as it would anyway (next tick).
-  // A regular worker does not warm up: it becomes capacity at once, and its
-  // cold first request is one of its first ones, not the answer to a death.
-  function holdListen(server, listen, args) {
-    let closed = false; // the app closed it meanwhile (SIGTERM): stay closed
-    server.once('close', () => { closed = true; });
+  // A spare warms up from its preload on, while the app's own modules
+  // load (usually longer than the warm-up), and its READY=1, on which
+  // corrald freezes it, waits for the warm-up to be over. The app's listen
+  // is never held: listen({fd: 3}) keeps its synchronous effects (address(),
+  // listening). A small app that listens before the warm-up is over may take
+  // a connection on fd 3 meanwhile, as any worker between its listen and
+  // its READY=1 (docs/architecture.md, "Warm spares"). A regular worker
+  // does not warm up: it becomes capacity at once, and its cold first
+  // request is one of its first ones, not the answer to a death.
+  function startWarmUp() {
+    state.warming = true;
     send({ STATUS: 'warming up (corral-node-agent)' });
     warmUp((how) => {
       state.warmed = how;
-      if (closed) return;
-      try {
-        listen.apply(server, args);
-      } catch (e) {
-        server.emit('error', e); // where listen's own failures go
-      }
+      state.warming = false;
+      const ready = state.afterWarmUp;
+      state.afterWarmUp = null;
+      if (ready) ready();
     });
-    return server;
-  }
-
-  // Whether listen's arguments name fd 3: {fd: 3}, as an options object or
-  // a handle; frameworks pass them on to net.Server#listen unchanged.
-  function onListenFd(args) {
-    const a = args[0];
-    return a !== null && typeof a === 'object' && a.fd === LISTEN_FD;
+    const quiet = setTimeout(() => {
+      if (!state.server) becomeReady(`running (corral-node-agent; no listen on fd 3 after ${NO_LISTEN_MS / 1000} s)`);
+    }, NO_LISTEN_MS);
+    quiet.unref();
   }
 
   // Wraps net.Server#listen (http, https and express servers all use it) to
@@ -386,10 +388,6 @@
       } catch (e) {
         // Not an EventEmitter after all: listen as if we were not here.
       }
-      if (spare && !state.holding && !state.appSpeaks && onListenFd(args)) {
-        state.holding = true; // one warm-up, for the first server on fd 3
-        return holdListen(this, listen, args);
-      }
       return listen.apply(this, args);
     };
   }
@@ -403,6 +401,7 @@
     if (spare) send({ STATUS: 'starting (corral-node-agent)' });
     if (listenFdIsOurs()) {
       watchListen();
+      if (spare) startWarmUp();
     } else {
       // Nothing on fd 3 to watch: ready once the main module has run.
       setImmediate(() => becomeReady('running (corral-node-agent; no listening fd 3)'));

@@ -1,6 +1,6 @@
 """Warm spares of Node.js workers (issue 15): a spare serves one request to
-itself on a private server before it listens on fd 3, so before READY=1 and
-so before corrald freezes it; a regular worker does not.
+itself on a private server from its preload on, and its READY=1 (on which
+corrald freezes it) waits for that; a regular worker does not warm up.
 
 No timing: the proof is the spare's own READY message. It carries the
 warm-up's outcome in STATUS, and corrald freezes a spare on that READY=1, so
@@ -126,13 +126,13 @@ def test_server_spare():
             assert heir["requests"] == 1, (args, heir)
 
 
-def test_agent_listen_held():
-    """While a spare warms up, the app's server takes nothing from fd 3 (a
-    connection taken then would be stuck in the frozen spare): the agent
-    holds its listen. Without corrald: the spare's channel is read here. The
-    warm-up stalls (1 s bound); a request sent meanwhile is not answered
-    before READY=1, and is answered, by the app, after it. READY=1 is the
-    last thing the spare does: its first report comes before."""
+def test_agent_ready_after_warm_up():
+    """A spare warms up from its preload on and its READY=1 waits for the
+    warm-up; the app's listen({fd: 3}) is not held (it keeps its synchronous
+    effects), so the app answers at once, its handler's first call. Without
+    corrald: the spare's channel is read here. The warm-up stalls (1 s
+    bound). READY=1 is the last thing the spare does: its first report
+    comes before."""
     w = harness.Worker(node(), WARM_APP, node_args=["--require=" + AGENT],
                        env={"CORRAL_SPARE": "1", "WARM_APP_CONNECT": "stall"})
     try:
@@ -141,11 +141,15 @@ def test_agent_listen_held():
                          {"STATUS": "warming up (corral-node-agent)"}], first
         s = socket.create_connection(("127.0.0.1", w.port), timeout=10)
         s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        answered = select.select([s], [], [], 0.3)[0]
+        assert select.select([s], [], [], 0.5)[0], "the app's listen was held"
+        body = b""
+        while chunk := s.recv(4096):
+            body += chunk
+        assert body.startswith(b"HTTP/1.1 200") and b'"calls":1' in body, body
+        s.close()
+        # Still warming up: no READY yet.
         early = w.read_message(0)
-        # Still warming up (no READY yet), and the request waits in the queue.
         assert early is None, early
-        assert not answered, s.recv(4096)
         # The first report comes before READY=1, not after it, where it
         # would run after the freeze.
         report = w.read_message(10)
@@ -153,11 +157,25 @@ def test_agent_listen_held():
         ready = w.read_message(10)
         assert ready and ready["STATUS"].startswith(
             "serving (corral-node-agent; warm-up timed out"), ready
-        body = b""
-        while chunk := s.recv(4096):
-            body += chunk
-        assert body.startswith(b"HTTP/1.1 200") and b'"calls":1' in body, body
-        s.close()
+    finally:
+        w.kill()
+
+
+def test_agent_spare_never_listens():
+    """A spare whose app never listens on fd 3 (a queue consumer) has
+    spoken, so silence no longer makes it ready: the agent says READY=1
+    itself after its grace, instead of leaving it to the start timeout."""
+    w = harness.Worker(node(), "setInterval(() => {}, 1000)",
+                       node_args=["--require=" + AGENT, "-e"], env={"CORRAL_SPARE": "1"})
+    try:
+        got = [w.read_message(10) for _ in range(2)]
+        assert got[0] == {"STATUS": "starting (corral-node-agent)"}, got
+        msgs = []
+        while not any("READY" in m for m in msgs):
+            m = w.read_message(10)
+            assert m is not None, msgs
+            msgs.append(m)
+        assert msgs[-1]["STATUS"] == "running (corral-node-agent; no listen on fd 3 after 5 s)", msgs
     finally:
         w.kill()
 
