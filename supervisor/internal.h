@@ -109,7 +109,8 @@ struct cr_worker {
     uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
 
     /* Memory watch. */
-    unsigned sampled_round; /* the memory watch's last round that sampled it */
+    unsigned sampled_round; /* the memory watch's last round that looked at it */
+    uint64_t sampled_at;    /* loop ms of its last sample */
     struct cr_trend_ring *samples;
     uint64_t rss, cg_usage, cg_peak, cg_limit; /* the last readings that succeeded */
     unsigned soft_over; /* consecutive samples above the soft limit */
@@ -142,6 +143,8 @@ struct cr_supervisor {
     int notify_fd;
     void *io_by_pid; /* tsearch(3) tree of the live generations by pid (worker_io.c) */
     uv_poll_t notify_poll;
+    uv_timer_t notify_batch; /* the poll's pause while messages trickle in (worker_io.c) */
+    uint64_t notify_woke_at; /* loop ms of the poll's last wake-up */
 
     struct cr_worker *workers;
     unsigned target;

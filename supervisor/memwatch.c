@@ -18,12 +18,13 @@
 #include "trend.h"
 #include "worker_io.h"
 
-/* A round samples every worker once per sample period, in slices of at
- * most SLICE_NS of loop time: at 1000 workers a round done in one go held
- * the loop (signals, the control socket, heartbeats) for 30 ms and more.
- * Between slices the loop runs whatever is ready; the next slice goes on
- * in the same loop turn's idle phase, so a round still ends within a few
- * milliseconds when nothing else is waiting. */
+/* A round looks at every worker once per sample period, in slices of at
+ * most SLICE_NS of loop time, one slice per loop turn (its idle phase): at
+ * 1000 workers a round done in one go held the loop (signals, the control
+ * socket, heartbeats) for 30 ms and more. Between slices the loop polls
+ * for I/O (without blocking while the round goes on), so a round still
+ * ends within a few milliseconds when nothing else is waiting. A spawn
+ * (pacer.c) may share a turn's idle phase with a slice. */
 #define SLICE_NS (2 * 1000 * 1000)
 
 struct cr_memwatch {
@@ -125,8 +126,9 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
         if (cr_cgroup_read_usage(w->cg, &u) == 0)
             w->cg_usage = u;
     }
+    w->sampled_at = cr_now_ms(sup);
     struct cr_sample s = {
-        .t_ms = cr_now_ms(sup),
+        .t_ms = w->sampled_at,
         .rss = w->rss,
         .heap_used = w->last.heap_used,
         .heap_total = w->last.heap_total,
@@ -164,6 +166,24 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
 
 static void on_slice(uv_idle_t *h);
 
+/* The lowest of the soft and the hard limit that apply, 0 for none. */
+static uint64_t lowest_limit(const struct cr_worker *w)
+{
+    uint64_t soft = w->sup->cfg.memory_soft, hard = w->cg ? w->cg_limit : 0;
+    return !soft ? hard : !hard ? soft : soft < hard ? soft : hard;
+}
+
+/* A round comes every sample period; a calm worker is sampled every few
+ * rounds (cr_trend_sample_period). Half a period of slack absorbs the
+ * timer's jitter. */
+static bool due(const struct cr_worker *w)
+{
+    uint64_t base = w->sup->cfg.sample_interval_ms, now = cr_now_ms(w->sup);
+    uint64_t period = cr_trend_sample_period(base, (enum cr_trend_verdict)w->verdict,
+                                             w->cg ? w->cg_usage : w->rss, lowest_limit(w));
+    return !w->sampled_at || now - w->sampled_at + base / 2 >= period;
+}
+
 static void sample_slice(struct cr_memwatch *mw)
 {
     static const struct cr_trend_params tp = {
@@ -184,12 +204,11 @@ static void sample_slice(struct cr_memwatch *mw)
         next = w->next;
         if (w->sampled_round == mw->round)
             continue;
-        if (uv_hrtime() - t0 >= SLICE_NS) {
-            uv_idle_start(&mw->slice, on_slice);
-            return;
-        }
+        if (uv_hrtime() - t0 >= SLICE_NS)
+            return; /* the idle handle stays on: the next turn goes on */
         w->sampled_round = mw->round;
-        sample_worker(w, &tp);
+        if (due(w))
+            sample_worker(w, &tp);
     }
     uv_idle_stop(&mw->slice);
 }
@@ -207,7 +226,10 @@ static void on_sample(uv_timer_t *t)
     if (uv_is_active((uv_handle_t *)&mw->slice))
         return;
     mw->round++;
-    sample_slice(mw);
+    /* Every slice runs in the idle phase, one per loop turn: a first slice
+     * run here would be followed at once by a second in this turn's idle
+     * phase (timers, then idle, then the poll), without I/O in between. */
+    uv_idle_start(&mw->slice, on_slice);
 }
 
 int cr_memwatch_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_memwatch **ret)

@@ -37,19 +37,18 @@ int cr_trend_verdict_from_string(const char *s)
     return -EINVAL;
 }
 
-/* ---- the samples, as an array or a wrapped ring ---- */
+/* ---- the samples, oldest first, and scratch space for one fit ---- */
 
 struct view {
     const struct cr_sample *base;
-    size_t cap, start, n;
+    size_t n;
+    uint64_t *env; /* n envelope values */
+    size_t *dq;    /* n indices: the envelope's window */
 };
 
-/* start < cap and i < n <= cap: one subtraction, not a division (this is
- * the innermost step of every fit, for every worker, every sample). */
 static const struct cr_sample *at(const struct view *v, size_t i)
 {
-    size_t k = v->start + i;
-    return &v->base[k >= v->cap ? k - v->cap : k];
+    return &v->base[i];
 }
 
 static uint64_t field(const struct cr_sample *s, size_t off)
@@ -69,15 +68,27 @@ struct fit {
     double mid, last;
 };
 
-static uint64_t envelope(const struct view *v, size_t i, size_t off, uint64_t w, bool ceiling)
+/* The trailing min (floor) or max (ceiling) over the last w ms at every
+ * sample, into v->env, in one pass: a deque of indices whose values only
+ * rise (floor) or fall (ceiling) from its head, so each sample enters and
+ * leaves it once. Run for every worker at every sample, this replaced a
+ * scan back over the window from each point. */
+static void envelope(const struct view *v, size_t off, uint64_t w, bool ceiling)
 {
-    uint64_t t = at(v, i)->t_ms, e = field(at(v, i), off);
-    for (size_t j = i; j-- > 0 && at(v, j)->t_ms + w >= t;) {
-        uint64_t x = field(at(v, j), off);
-        if (ceiling ? x > e : x < e)
-            e = x;
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        uint64_t x = field(at(v, i), off), t = at(v, i)->t_ms;
+        while (tail > head) {
+            uint64_t y = field(at(v, v->dq[tail - 1]), off);
+            if (ceiling ? y > x : y < x)
+                break;
+            tail--;
+        }
+        v->dq[tail++] = i;
+        while (at(v, v->dq[head])->t_ms + w < t)
+            head++;
+        v->env[i] = field(at(v, v->dq[head]), off);
     }
-    return e;
 }
 
 /* Fits the envelope points with t >= from_ms (and a full window behind). */
@@ -90,6 +101,7 @@ static void envelope_fit(const struct view *v, size_t off, uint64_t w, bool ceil
     memset(f, 0, sizeof(*f));
     if (v->n == 0)
         return;
+    envelope(v, off, w, ceiling);
     first_t = at(v, 0)->t_ms + w;
     if (from_ms > first_t)
         first_t = from_ms;
@@ -99,7 +111,7 @@ static void envelope_fit(const struct view *v, size_t off, uint64_t w, bool ceil
         const struct cr_sample *s = at(v, i);
         if (s->t_ms < first_t)
             continue;
-        double x = ((double)s->t_ms - t0) / 1000.0, y = (double)envelope(v, i, off, w, ceiling);
+        double x = ((double)s->t_ms - t0) / 1000.0, y = (double)v->env[i];
         if (f->n == 0 || (double)s->t_ms <= tmid)
             f->mid = y;
         f->n++;
@@ -247,6 +259,27 @@ static int analyze(const struct view *v, const struct cr_trend_params *in, uint6
     return 0;
 }
 
+/* The envelope's scratch space: on the stack for the default capacity,
+ * else one allocation for this call. */
+static int analyze_with_scratch(const struct cr_sample *s, size_t n,
+                                const struct cr_trend_params *p, uint64_t hard_limit,
+                                struct cr_trend *ret)
+{
+    uint64_t env[CR_TREND_DEFAULT_CAPACITY];
+    size_t dq[CR_TREND_DEFAULT_CAPACITY];
+    struct view v = {.base = s, .n = n, .env = env, .dq = dq};
+    if (n > CR_TREND_DEFAULT_CAPACITY) {
+        v.env = malloc(n * sizeof(*v.env));
+        v.dq = malloc(n * sizeof(*v.dq));
+    }
+    int r = v.env && v.dq ? analyze(&v, p, hard_limit, ret) : -ENOMEM;
+    if (v.env != env) {
+        free(v.env);
+        free(v.dq);
+    }
+    return r;
+}
+
 int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_params *p,
                      uint64_t hard_limit, struct cr_trend *ret)
 {
@@ -255,8 +288,14 @@ int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_
     for (size_t i = 1; i < n; i++)
         if (s[i].t_ms < s[i - 1].t_ms)
             return -EINVAL;
-    struct view v = {.base = s, .cap = n ? n : 1, .start = 0, .n = n};
-    return analyze(&v, p, hard_limit, ret);
+    return analyze_with_scratch(s, n, p, hard_limit, ret);
+}
+
+uint64_t cr_trend_sample_period(uint64_t base_ms, enum cr_trend_verdict v, uint64_t usage,
+                                uint64_t limit)
+{
+    bool calm = v == CR_TREND_STABLE && (limit == 0 || usage < limit / 2);
+    return calm ? base_ms * CR_TREND_RELAXED : base_ms;
 }
 
 /* ---- formatting ---- */
@@ -385,12 +424,19 @@ struct cr_trend_ring *cr_trend_ring_free(struct cr_trend_ring *r)
     return NULL;
 }
 
-/* Moves the base up to the oldest sample, so a worker that lives for
- * months never overflows the 30-bit offsets. */
-static void rebase(struct cr_trend_ring *r)
+/* Keeps t - base_ms below REBASE_MS for a sample at t: drops the samples
+ * that lie REBASE_MS or more before it (older than 12 days: no window
+ * reaches them), then moves the base up to the oldest one left. */
+static void rebase(struct cr_trend_ring *r, uint64_t t)
 {
-    struct packed *oldest = &r->s[cr_ring_oldest(&r->idx, r->capacity, 0)];
-    uint32_t d = oldest->t & ~HEAP_REPORTED;
+    struct cr_sample oldest;
+    while (r->idx.len && cr_trend_ring_get(r, 0, &oldest) == 0 && t - oldest.t_ms >= REBASE_MS)
+        r->idx.len--; /* the oldest lies len slots behind the head */
+    if (r->idx.len == 0) {
+        r->base_ms = t;
+        return;
+    }
+    uint32_t d = (uint32_t)(oldest.t_ms - r->base_ms);
     for (size_t i = 0; i < r->idx.len; i++)
         r->s[cr_ring_oldest(&r->idx, r->capacity, i)].t -= d;
     r->base_ms += d;
@@ -407,11 +453,7 @@ int cr_trend_ring_push(struct cr_trend_ring *r, const struct cr_sample *s)
     else if (cr_trend_ring_get(r, r->idx.len - 1, &last) == 0 && s->t_ms < last.t_ms)
         return -EINVAL;
     if (s->t_ms - r->base_ms >= REBASE_MS)
-        rebase(r);
-    if (s->t_ms - r->base_ms >= REBASE_MS) { /* a gap of 12 days: start over */
-        cr_ring_clear(&r->idx);
-        r->base_ms = s->t_ms;
-    }
+        rebase(r, s->t_ms);
     r->s[cr_ring_push(&r->idx, r->capacity)] = (struct packed){
         .t = (uint32_t)(s->t_ms - r->base_ms) | (s->heap_reported ? HEAP_REPORTED : 0),
         .rss = kib(s->rss),
@@ -459,12 +501,13 @@ int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_p
     if (!r || !ret)
         return -EINVAL;
     size_t n = r->idx.len;
+    if (n == 0)
+        return analyze_with_scratch(NULL, 0, p, hard_limit, ret);
     if (n > CR_TREND_DEFAULT_CAPACITY && !(s = malloc(n * sizeof(*s))))
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         unpack(r, &r->s[cr_ring_oldest(&r->idx, r->capacity, i)], &s[i]);
-    struct view v = {.base = s, .cap = n ? n : 1, .start = 0, .n = n};
-    int rc = analyze(&v, p, hard_limit, ret);
+    int rc = analyze_with_scratch(s, n, p, hard_limit, ret);
     if (s != stack)
         free(s);
     return rc;

@@ -125,6 +125,17 @@ int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_
  * is always enough. */
 int cr_trend_format(const struct cr_trend *t, char *buf, size_t size);
 
+/* How often a worker's memory is worth sampling: every base_ms while its
+ * verdict is anything but stable or its usage is at or above half of
+ * limit (its lowest limit, soft or hard; 0 = none), else every
+ * CR_TREND_RELAXED x base_ms. Sampling 256 idle workers every 250 ms (two
+ * reads and a trend fit each) was most of corrald's idle CPU; a worker
+ * that starts to grow or nears a limit is back to the base period at its
+ * next sample. */
+#define CR_TREND_RELAXED 4
+uint64_t cr_trend_sample_period(uint64_t base_ms, enum cr_trend_verdict v, uint64_t usage,
+                                uint64_t limit);
+
 /* ---- the ring ---- */
 
 #define CR_TREND_DEFAULT_CAPACITY 240

@@ -342,13 +342,42 @@ static void test_ring_packing(void **state)
         assert_int_equal(got.t_ms, t - (3 - i) * 3600 * 1000);
         assert_int_equal(got.rss, (30 * 24 - 4 + i) * 1024);
     }
-    /* A gap longer than the offsets can hold starts the ring over. */
+    /* Samples 4 days apart: a full ring spans 12 days, about the offsets'
+     * reach; only what lies beyond it is dropped, never the whole ring. */
+    struct cr_trend_ring *slow;
+    assert_int_equal(cr_trend_ring_new(4, &slow), 0);
+    for (uint64_t i = 0; i < 12; i++) {
+        struct cr_sample s = {.t_ms = 1 + i * 4 * 24 * 3600 * 1000ull, .rss = (i + 1) * 1024};
+        assert_int_equal(cr_trend_ring_push(slow, &s), 0);
+        assert_true(cr_trend_ring_len(slow) >= (i < 3 ? i + 1 : 3));
+        size_t n = cr_trend_ring_len(slow);
+        assert_int_equal(cr_trend_ring_get(slow, n - 1, &got), 0);
+        assert_int_equal(got.t_ms, s.t_ms);
+        assert_int_equal(got.rss, s.rss);
+        assert_int_equal(cr_trend_ring_get(slow, 0, &got), 0);
+        assert_int_equal(got.t_ms, s.t_ms - (n - 1) * 4 * 24 * 3600 * 1000ull);
+    }
+    cr_trend_ring_free(slow);
+    /* A gap longer than the offsets can hold leaves only the new sample. */
     struct cr_sample far = {.t_ms = t + 40ull * 24 * 3600 * 1000, .rss = 4096};
     assert_int_equal(cr_trend_ring_push(r, &far), 0);
     assert_int_equal(cr_trend_ring_len(r), 1);
     assert_int_equal(cr_trend_ring_get(r, 0, &got), 0);
     assert_int_equal(got.t_ms, far.t_ms);
     cr_trend_ring_free(r);
+}
+
+/* Only a stable worker well under its limits is sampled less often. */
+static void test_sample_period(void **state)
+{
+    const uint64_t base = 250, relaxed = 250 * CR_TREND_RELAXED;
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 10 * MIB, 0), relaxed);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 49 * MIB, 100 * MIB), relaxed);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 50 * MIB, 100 * MIB), base);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 99 * MIB, 100 * MIB), base);
+    for (int v = 0; v < _CR_TREND_VERDICT_MAX; v++)
+        if (v != CR_TREND_STABLE)
+            assert_int_equal(cr_trend_sample_period(base, v, 1, 0), base);
 }
 
 static void test_ring_analysis_matches_array(void **state)
@@ -422,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_near_limit_projected),
         cmocka_unit_test(test_ring),
         cmocka_unit_test(test_ring_packing),
+        cmocka_unit_test(test_sample_period),
         cmocka_unit_test(test_ring_analysis_matches_array),
         cmocka_unit_test(test_format),
     };
