@@ -630,7 +630,8 @@ static void finish_stop(uv_timer_t *t)
     cr_log(CR_LOG_NOTICE, "every worker is gone; exiting");
     /* The outputs and the other inputs close theirs. */
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_FINISHED});
-    uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->cg_trash_timer,
+    uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->notify_batch,
+                         (uv_handle_t *)&sup->cg_trash_timer,
                          (uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spare_timer,
                          (uv_handle_t *)&sup->spawn_pacer, (uv_handle_t *)&sup->spawn_recheck};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)

@@ -466,6 +466,25 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
     return found;
 }
 
+/* Heartbeats and reports come as a steady trickle — 256 workers reporting
+ * every second woke corrald 256 times a second, and each wake-up cost more
+ * than the message. So when the socket wakes us again within
+ * NOTIFY_BATCH_MS of the last time, we stop polling it for that long and
+ * read what gathered in one go. A lone message (a READY=1 after a quiet
+ * spell, the restart after a death) is read at once; under a steady stream
+ * a message waits at most NOTIFY_BATCH_MS, far inside any watchdog, and
+ * the socket's buffer holds far more than that many messages. */
+#define NOTIFY_BATCH_MS 10
+
+static void on_notify(uv_poll_t *p, int status, int events);
+
+static void on_notify_resume(uv_timer_t *t)
+{
+    struct cr_supervisor *sup = t->data;
+    if (!uv_is_closing((uv_handle_t *)&sup->notify_poll))
+        uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
+}
+
 static void on_notify(uv_poll_t *p, int status, int events)
 {
     struct cr_supervisor *sup = p->data;
@@ -474,7 +493,7 @@ static void on_notify(uv_poll_t *p, int status, int events)
         pid_t pid = 0;
         ssize_t n = cr_notify_recv(sup->notify_fd, buf, sizeof(buf), &pid);
         if (n <= 0)
-            return;
+            break;
         struct cr_worker *w = by_pid(sup, pid);
         if (!w) {
             cr_log(CR_LOG_DEBUG, "notify datagram from unknown pid %d dropped", (int)pid);
@@ -484,6 +503,13 @@ static void on_notify(uv_poll_t *p, int status, int events)
         cr_notify_parse(buf, (size_t)n, &m, NULL);
         sup->io_sink->message(w, &m);
     }
+    uint64_t now = uv_now(sup->loop);
+    bool steady = now - sup->notify_woke_at < NOTIFY_BATCH_MS;
+    sup->notify_woke_at = now;
+    if (steady && !uv_is_closing((uv_handle_t *)&sup->notify_batch)) {
+        uv_poll_stop(p);
+        uv_timer_start(&sup->notify_batch, on_notify_resume, NOTIFY_BATCH_MS, 0);
+    }
 }
 
 int cr_io_notify_start(struct cr_supervisor *sup)
@@ -492,6 +518,8 @@ int cr_io_notify_start(struct cr_supervisor *sup)
     if (r < 0)
         return r;
     sup->notify_poll.data = sup;
+    uv_timer_init(sup->loop, &sup->notify_batch);
+    sup->notify_batch.data = sup;
     return uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
 }
 
