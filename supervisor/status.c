@@ -55,9 +55,11 @@ static void str(cJSON *o, const char *k, const char *v)
 }
 
 /* A string that lives as long as corrald (a name from a static table). */
+/* A NULL name (an enum out of range) leaves the key out, as before. */
 static void lit(cJSON *o, const char *k, const char *v)
 {
-    add(o, k, cJSON_CreateStringReference(v));
+    if (v)
+        add(o, k, cJSON_CreateStringReference(v));
 }
 
 static void flag(cJSON *o, const char *k, bool v)

@@ -155,7 +155,7 @@ def test_env_bad_value():
 def test_nofile_raised_for_corrald_only():
     """Started with systemd's default of a low soft open-files limit (here
     64, hard 4096), corrald raises its own soft limit to the hard one, so
-    that 24 workers (about five descriptors each) fit; every worker gets 64
+    that 24 workers (five or six descriptors each) fit; every worker gets 64
     back before exec, as a program using select() needs."""
     import resource
     out = tempfile.mkdtemp(prefix="corral-nofile-")
