@@ -469,27 +469,21 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 /* Heartbeats and reports come as a steady trickle — 256 workers reporting
  * every second woke corrald 256 times a second, and each wake-up cost more
  * than the message. So when the socket wakes us again within
- * NOTIFY_BATCH_MS of the last time, we stop polling it for that long and
- * read what gathered in one go. A lone message (a READY=1 after a quiet
- * spell, the restart after a death) is read at once; under a steady stream
- * a message waits at most NOTIFY_BATCH_MS, far inside any watchdog, and
- * the socket's buffer holds far more than that many messages. */
+ * NOTIFY_BATCH_MS of the last time, corrald stops polling it and reads it
+ * every NOTIFY_BATCH_MS instead, until a read finds nothing; then it polls
+ * again. A lone message (a READY=1 after a quiet spell, the restart after a
+ * death) is read at once; under a steady stream a message waits at most
+ * NOTIFY_BATCH_MS, far inside any watchdog, and the socket's buffer holds
+ * far more than that many messages. */
 #define NOTIFY_BATCH_MS 10
 
-static void on_notify(uv_poll_t *p, int status, int events);
-
-static void on_notify_resume(uv_timer_t *t)
+/* Reads and hands on what the socket holds (at most 256 messages); returns
+ * how many datagrams were read. */
+static int notify_drain(struct cr_supervisor *sup)
 {
-    struct cr_supervisor *sup = t->data;
-    if (!uv_is_closing((uv_handle_t *)&sup->notify_poll))
-        uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
-}
-
-static void on_notify(uv_poll_t *p, int status, int events)
-{
-    struct cr_supervisor *sup = p->data;
     char buf[CR_NOTIFY_MAX];
-    for (int i = 0; i < 256; i++) {
+    int i;
+    for (i = 0; i < 256; i++) {
         pid_t pid = 0;
         ssize_t n = cr_notify_recv(sup->notify_fd, buf, sizeof(buf), &pid);
         if (n <= 0)
@@ -503,12 +497,31 @@ static void on_notify(uv_poll_t *p, int status, int events)
         cr_notify_parse(buf, (size_t)n, &m, NULL);
         sup->io_sink->message(w, &m);
     }
+    return i;
+}
+
+static void on_notify(uv_poll_t *p, int status, int events);
+
+static void on_notify_tick(uv_timer_t *t)
+{
+    struct cr_supervisor *sup = t->data;
+    if (notify_drain(sup) > 0 || uv_is_closing((uv_handle_t *)&sup->notify_poll))
+        return;
+    uv_timer_stop(t); /* quiet again: back to waking on each message */
+    sup->notify_woke_at = uv_now(sup->loop);
+    uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
+}
+
+static void on_notify(uv_poll_t *p, int status, int events)
+{
+    struct cr_supervisor *sup = p->data;
+    notify_drain(sup);
     uint64_t now = uv_now(sup->loop);
     bool steady = now - sup->notify_woke_at < NOTIFY_BATCH_MS;
     sup->notify_woke_at = now;
     if (steady && !uv_is_closing((uv_handle_t *)&sup->notify_batch)) {
         uv_poll_stop(p);
-        uv_timer_start(&sup->notify_batch, on_notify_resume, NOTIFY_BATCH_MS, 0);
+        uv_timer_start(&sup->notify_batch, on_notify_tick, NOTIFY_BATCH_MS, NOTIFY_BATCH_MS);
     }
 }
 
