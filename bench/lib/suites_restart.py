@@ -229,7 +229,9 @@ def _scale_row(name, n, parent, window):
     srv = Corral(n, cgroup_parent=parent, ready_timeout=300)
     up = time.monotonic() - t
     try:
-        time.sleep(3.0)
+        # Steady state: a minute of samples in every worker's ring (a short
+        # ring makes the trend fits look cheaper than they are).
+        time.sleep(60.0 if not Opts.quick else 3.0)
         c0, w0 = cpu_ticks(srv.pid), time.monotonic()
         time.sleep(window)
         cpu = (cpu_ticks(srv.pid) - c0) / CLK_TCK / (time.monotonic() - w0) * 100
