@@ -152,7 +152,7 @@ struct cr_supervisor {
     size_t ngenerations;
     unsigned reload_failed; /* replacements of the running reload that died */
     uv_timer_t finish_timer; /* exits the loop once stopping and empty */
-    uv_idle_t spawn_pacer;   /* runs while workers are pending: a few spawns per loop turn */
+    uv_idle_t spawn_pacer;   /* runs while workers are pending: one spawn per loop turn */
     uv_timer_t spawn_recheck; /* pending, but --spawn-parallel workers are starting */
 
     /* cgroups */

@@ -42,7 +42,7 @@
 
 enum cr_wstate {
     CR_WS_NEW,      /* created, nothing spawned yet (within one call: start or retire) */
-    CR_WS_PENDING,  /* queued for a spawn turn: spawns are paced, a few per loop turn */
+    CR_WS_PENDING,  /* queued for a spawn turn: spawns are paced, one per loop turn */
     CR_WS_STARTING, /* forked, exec'd, not ready yet; deadline = start timeout, or the
                        moment its readiness mode assumes it ready */
     CR_WS_READY,    /* serving; deadline = watchdog silence */
@@ -95,7 +95,7 @@ enum cr_waction {
     CR_WA_SEND_TERM,          /* SIGTERM; arm the stop-timeout deadline */
     CR_WA_KILL_STOP_TIMEOUT,  /* SIGKILL, ledger: stop-timeout */
     CR_WA_REAP,               /* classify, record; → RESTART, BUDGET_SPENT or RETIRE */
-    CR_WA_QUEUE,              /* queue for the spawn pacer (a bounded number per loop turn) */
+    CR_WA_QUEUE,              /* queue for the spawn pacer (one spawn per loop turn) */
     CR_WA_SPAWN,              /* fork + exec a new generation; → SPAWN_FAILED on failure */
     CR_WA_SPAWN_FAILED,       /* apply the restart policy to a failed spawn */
     CR_WA_ARM_RESTART,        /* arm the restart deadline the policy chose */

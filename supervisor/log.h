@@ -7,7 +7,7 @@
  * cgsetup.c), its inputs (worker_notify.c, memwatch.c, control.c) and
  * outputs (sd.c, this file's event subscriber) and main.c — each log what
  * they did, once, where it happened. The pure modules (lifecycle, death, history, trend, notify,
- * config, events, listen, spawn, view, status, metrics) and the cgroups/
+ * config, events, instance, listen, spawn, view, status, metrics) and the cgroups/
  * library never log: they return -errno and their caller logs.
  * scripts/include-graph keeps them off this header.
  */

@@ -2,7 +2,7 @@
 """The loop never blocks on spawning, and each corrald owns its cgroups
 (issue: trust, findings 4 and 6).
 
-Spawns are paced (a few per loop turn, a bounded number starting at once,
+Spawns are paced (one per loop turn, a bounded number starting at once,
 the rest `pending`), so the control socket answers during a big scale-up
 and a stop cancels what is still queued. Each corrald owns
 <parent>/workers/<instance>, locked while it lives.
