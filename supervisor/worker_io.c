@@ -470,12 +470,30 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
  * every second woke corrald 256 times a second, and each wake-up cost more
  * than the message. So when the socket wakes us again within
  * NOTIFY_BATCH_MS of the last time, corrald stops polling it and reads it
- * every NOTIFY_BATCH_MS instead, until a read finds nothing; then it polls
- * again. A lone message (a READY=1 after a quiet spell, the restart after a
- * death) is read at once; under a steady stream a message waits at most
- * NOTIFY_BATCH_MS, far inside any watchdog, and the socket's buffer holds
- * far more than that many messages. */
-#define NOTIFY_BATCH_MS 10
+ * every NOTIFY_BATCH_MS instead; a tick that finds nothing, or as many as
+ * half the queue the kernel allows, goes back to polling. The kernel
+ * queues at most net.unix.max_dgram_qlen datagrams (10 by default) on the
+ * socket, and a blocking sender (sd_notify) waits while it is full: a
+ * tick must never let it fill. A lone message (a READY=1 after a quiet
+ * spell, the restart after a death) is read at once; under a trickle a
+ * message waits at most NOTIFY_BATCH_MS. */
+#define NOTIFY_BATCH_MS 5
+
+/* Half of net.unix.max_dgram_qlen, read once; 5 when it cannot be read. */
+static int notify_tick_max(void)
+{
+    static int max;
+    if (!max) {
+        FILE *f = fopen("/proc/sys/net/unix/max_dgram_qlen", "re");
+        int q = 0;
+        if (!f || fscanf(f, "%d", &q) != 1 || q < 2)
+            q = 10;
+        if (f)
+            fclose(f);
+        max = q / 2;
+    }
+    return max;
+}
 
 /* Reads and hands on what the socket holds (at most 256 messages); returns
  * how many datagrams were read. */
@@ -505,9 +523,10 @@ static void on_notify(uv_poll_t *p, int status, int events);
 static void on_notify_tick(uv_timer_t *t)
 {
     struct cr_supervisor *sup = t->data;
-    if (notify_drain(sup) > 0 || uv_is_closing((uv_handle_t *)&sup->notify_poll))
+    int n = notify_drain(sup);
+    if ((n > 0 && n < notify_tick_max()) || uv_is_closing((uv_handle_t *)&sup->notify_poll))
         return;
-    uv_timer_stop(t); /* quiet again: back to waking on each message */
+    uv_timer_stop(t); /* quiet again, or a stream the tick could let fill the queue */
     sup->notify_woke_at = uv_now(sup->loop);
     uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
 }
