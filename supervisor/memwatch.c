@@ -155,9 +155,15 @@ static void sample_worker(struct cr_worker *w, const struct cr_trend_params *tp)
         snprintf(w->verdict_text, sizeof(w->verdict_text), "%s", nums);
     }
     check_soft_limit(w, w->cg ? w->cg_usage : w->rss);
+}
 
-    uint64_t lifetime = sup->cfg.max_lifetime_ms;
-    if (lifetime && w->state == CR_WS_READY && s.t_ms - w->spawned_at >= lifetime) {
+/* Every round, sampled or not: a calm worker is sampled every few rounds,
+ * its lifetime is not stretched by that. */
+static void check_lifetime(struct cr_worker *w)
+{
+    uint64_t lifetime = w->sup->cfg.max_lifetime_ms;
+    if (lifetime && w->state == CR_WS_READY && w->pid &&
+        cr_now_ms(w->sup) - w->spawned_at >= lifetime) {
         char why[96];
         snprintf(why, sizeof(why), "max lifetime (%llu ms)", (unsigned long long)lifetime);
         cr_worker_recycle(w, why);
@@ -179,8 +185,9 @@ static uint64_t lowest_limit(const struct cr_worker *w)
 static bool due(const struct cr_worker *w)
 {
     uint64_t base = w->sup->cfg.sample_interval_ms, now = cr_now_ms(w->sup);
-    uint64_t period = cr_trend_sample_period(base, (enum cr_trend_verdict)w->verdict,
-                                             w->cg ? w->cg_usage : w->rss, lowest_limit(w));
+    uint64_t period =
+        cr_trend_sample_period(base, (enum cr_trend_verdict)w->verdict, w->cg ? w->cg_usage : w->rss,
+                               lowest_limit(w), cr_trend_ring_flat(w->samples, CR_TREND_RELAXED + 1));
     return !w->sampled_at || now - w->sampled_at + base / 2 >= period;
 }
 
@@ -209,6 +216,7 @@ static void sample_slice(struct cr_memwatch *mw)
         w->sampled_round = mw->round;
         if (due(w))
             sample_worker(w, &tp);
+        check_lifetime(w);
     }
     uv_idle_stop(&mw->slice);
 }

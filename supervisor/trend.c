@@ -292,9 +292,9 @@ int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_
 }
 
 uint64_t cr_trend_sample_period(uint64_t base_ms, enum cr_trend_verdict v, uint64_t usage,
-                                uint64_t limit)
+                                uint64_t limit, bool flat)
 {
-    bool calm = v == CR_TREND_STABLE && (limit == 0 || usage < limit / 2);
+    bool calm = flat && v == CR_TREND_STABLE && (limit == 0 || usage < limit / 2);
     return calm ? base_ms * CR_TREND_RELAXED : base_ms;
 }
 
@@ -489,6 +489,26 @@ int cr_trend_ring_get(const struct cr_trend_ring *r, size_t i, struct cr_sample 
         return -ENOENT;
     unpack(r, &r->s[cr_ring_oldest(&r->idx, r->capacity, i)], ret);
     return 0;
+}
+
+bool cr_trend_ring_flat(const struct cr_trend_ring *r, size_t n)
+{
+    uint64_t lo[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX}, hi[3] = {0, 0, 0};
+    size_t len = cr_trend_ring_len(r);
+    struct cr_sample s;
+    for (size_t i = len > n ? len - n : 0; i < len; i++) {
+        if (cr_trend_ring_get(r, i, &s) < 0)
+            return false;
+        const uint64_t v[3] = {s.rss, s.heap_used, s.cg_usage};
+        for (int k = 0; k < 3; k++) {
+            lo[k] = v[k] < lo[k] ? v[k] : lo[k];
+            hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (hi[k] > lo[k] && hi[k] - lo[k] >= CR_TREND_FLAT_BYTES)
+            return false;
+    return len > 0;
 }
 
 /* The samples unpacked in order: on the stack for the default capacity,

@@ -125,16 +125,19 @@ int cr_trend_analyze(const struct cr_sample *s, size_t n, const struct cr_trend_
  * is always enough. */
 int cr_trend_format(const struct cr_trend *t, char *buf, size_t size);
 
-/* How often a worker's memory is worth sampling: every base_ms while its
- * verdict is anything but stable or its usage is at or above half of
- * limit (its lowest limit, soft or hard; 0 = none), else every
- * CR_TREND_RELAXED x base_ms. Sampling 256 idle workers every 250 ms (two
- * reads and a trend fit each) was most of corrald's idle CPU; a worker
- * that starts to grow or nears a limit is back to the base period at its
- * next sample. */
-#define CR_TREND_RELAXED 4
+/* How often a worker's memory is worth sampling: every base_ms unless it
+ * is calm — its verdict stable, its usage under half of limit (its lowest
+ * limit, soft or hard; 0 = none), and flat (its last samples within
+ * CR_TREND_FLAT_BYTES of one another) — then every CR_TREND_RELAXED x
+ * base_ms. Sampling 256 idle workers every 250 ms (two reads and a trend
+ * fit each) was most of corrald's idle CPU. Only a flat worker may be
+ * sampled sparsely: the envelope (a trailing min over 1 s) needs dense
+ * samples to see through a GC sawtooth. A worker that starts to move or
+ * nears a limit is back to the base period at its next sample. */
+#define CR_TREND_RELAXED   4
+#define CR_TREND_FLAT_BYTES (1024u * 1024)
 uint64_t cr_trend_sample_period(uint64_t base_ms, enum cr_trend_verdict v, uint64_t usage,
-                                uint64_t limit);
+                                uint64_t limit, bool flat);
 
 /* ---- the ring ---- */
 
@@ -160,3 +163,6 @@ int cr_trend_ring_get(const struct cr_trend_ring *r, size_t i, struct cr_sample 
  * than the default capacity. */
 int cr_trend_analyze_ring(const struct cr_trend_ring *r, const struct cr_trend_params *p,
                           uint64_t hard_limit, struct cr_trend *ret);
+/* Whether the ring's last n samples (all of them if fewer; false when
+ * empty) lie within CR_TREND_FLAT_BYTES in RSS, heap used and cgroup usage. */
+bool cr_trend_ring_flat(const struct cr_trend_ring *r, size_t n);

@@ -132,8 +132,13 @@ static int build_env(struct cr_worker *w, const char *fdname, struct strv *env, 
     r = r ?: strv_add(env, strdup("CORRAL_NOTIFY_FD=4"));
     r = r ?: strv_add(env, fmt("CORRAL_WORKER_ID=%d", w->id));
     r = r ?: strv_add(env, fmt("CORRAL_GENERATION=%u", w->generation));
-    if (w->id == CR_SPARE_ID) /* see docs/architecture.md, "Warm spares" */
+    if (w->id == CR_SPARE_ID) { /* see docs/architecture.md, "Warm spares" */
         r = r ?: strv_add(env, strdup("CORRAL_SPARE=1"));
+        /* A spare that speaks (the Node agent) learns how long it has to
+         * say READY=1 before it is killed for silence. */
+        r = r ?: strv_add(env, fmt("CORRAL_START_TIMEOUT_MS=%llu",
+                                   (unsigned long long)c->start_timeout_ms));
+    }
     if (c->memory_max)
         r = r ?: strv_add(env, fmt("CORRAL_MEMORY_MAX=%llu", (unsigned long long)c->memory_max));
     if (cr_cg_heap_limit(sup))
@@ -227,6 +232,7 @@ static void new_generation(struct cr_worker *w)
     w->verdict = 0;
     w->verdict_text[0] = '\0';
     w->rss = w->cg_usage = 0;
+    w->sampled_at = 0;
     if (w->samples)
         cr_trend_ring_clear(w->samples);
     w->max_requests = sup->cfg.max_requests

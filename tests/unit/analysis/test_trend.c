@@ -367,17 +367,49 @@ static void test_ring_packing(void **state)
     cr_trend_ring_free(r);
 }
 
-/* Only a stable worker well under its limits is sampled less often. */
+/* Only a flat, stable worker well under its limits is sampled less often. */
 static void test_sample_period(void **state)
 {
     const uint64_t base = 250, relaxed = 250 * CR_TREND_RELAXED;
-    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 10 * MIB, 0), relaxed);
-    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 49 * MIB, 100 * MIB), relaxed);
-    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 50 * MIB, 100 * MIB), base);
-    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 99 * MIB, 100 * MIB), base);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 10 * MIB, 0, true), relaxed);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 10 * MIB, 0, false), base);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 49 * MIB, 100 * MIB, true),
+                     relaxed);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 50 * MIB, 100 * MIB, true), base);
+    assert_int_equal(cr_trend_sample_period(base, CR_TREND_STABLE, 99 * MIB, 100 * MIB, true), base);
     for (int v = 0; v < _CR_TREND_VERDICT_MAX; v++)
         if (v != CR_TREND_STABLE)
-            assert_int_equal(cr_trend_sample_period(base, v, 1, 0), base);
+            assert_int_equal(cr_trend_sample_period(base, v, 1, 0, true), base);
+}
+
+/* Flat: the last samples within 1 MiB in RSS, heap and group usage. A GC
+ * sawtooth is not flat, so it is never sampled sparsely (the envelope
+ * needs dense samples to find its floor). */
+static void test_ring_flat(void **state)
+{
+    struct cr_trend_ring *r;
+    assert_int_equal(cr_trend_ring_new(16, &r), 0);
+    assert_false(cr_trend_ring_flat(r, 5)); /* nothing known yet */
+    for (uint64_t i = 0; i < 8; i++) {
+        struct cr_sample s = {.t_ms = i * 250, .rss = 40 * MIB + i * 64 * 1024,
+                              .heap_used = 10 * MIB, .cg_usage = 30 * MIB};
+        assert_int_equal(cr_trend_ring_push(r, &s), 0);
+    }
+    assert_true(cr_trend_ring_flat(r, 5));
+    /* a sawtooth in the heap: 10 -> 26 MiB and back */
+    struct cr_sample up = {.t_ms = 2000, .rss = 41 * MIB, .heap_used = 26 * MIB,
+                           .cg_usage = 30 * MIB};
+    assert_int_equal(cr_trend_ring_push(r, &up), 0);
+    assert_false(cr_trend_ring_flat(r, 5));
+    for (uint64_t i = 0; i < 5; i++) {
+        struct cr_sample s = {.t_ms = 2250 + i * 250, .rss = 41 * MIB, .heap_used = 10 * MIB,
+                              .cg_usage = 30 * MIB + MIB * (i == 4)};
+        assert_int_equal(cr_trend_ring_push(r, &s), 0);
+    }
+    /* the spike left the last five, but the group grew by 1 MiB */
+    assert_false(cr_trend_ring_flat(r, 5));
+    assert_true(cr_trend_ring_flat(r, 1));
+    cr_trend_ring_free(r);
 }
 
 static void test_ring_analysis_matches_array(void **state)
@@ -452,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_ring),
         cmocka_unit_test(test_ring_packing),
         cmocka_unit_test(test_sample_period),
+        cmocka_unit_test(test_ring_flat),
         cmocka_unit_test(test_ring_analysis_matches_array),
         cmocka_unit_test(test_format),
     };
