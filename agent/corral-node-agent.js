@@ -37,11 +37,9 @@
   const TAG = 'corral-node-agent';
   // Far above a warm-up's usual 5-30 ms, far below corrald's start timeout.
   const WARM_UP_MS = 1000;
-  // A spare that has not listened on fd 3 this long after its preload (a
-  // queue consumer, say) says READY=1 itself: having spoken, it is no
-  // longer taken as ready by its silence, and would be killed at every
-  // start timeout. Longer than most apps take to load.
-  const NO_LISTEN_MS = 5000;
+  // How long a spare may keep accepting while it waits for its requests
+  // in flight to end before its READY=1 (see readyWhenQuiet).
+  const QUIET_MS = 1000;
   const WARM_UP_REQUEST = 'GET /corral-warm-up HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n';
 
   let fs, net, v8, perf;
@@ -338,38 +336,70 @@
     server.once('close', () => send({ STOPPING: 1 }));
     // On the next tick: after the app's own 'listening' callbacks, for the
     // same reason as the report goes first (becomeReady).
-    const ready = () => becomeReady(state.warmed
+    const announce = () => becomeReady(state.warmed
       ? `serving (corral-node-agent; ${state.warmed})`
       : 'serving (corral-node-agent)');
+    // A server closed meanwhile (the app began to drain, STOPPING=1 went
+    // out) is not made ready.
+    const ready = () => {
+      if (!server.listening) return;
+      if (spare) readyWhenQuiet(server, announce);
+      else announce();
+    };
     process.nextTick(() => {
       if (state.warming) state.afterWarmUp = ready;
       else ready();
     });
   }
 
-  // A spare warms up from its preload on, while the app's own modules
-  // load (usually longer than the warm-up), and its READY=1, on which
-  // corrald freezes it, waits for the warm-up to be over. The app's listen
-  // is never held: listen({fd: 3}) keeps its synchronous effects (address(),
-  // listening). A small app that listens before the warm-up is over may take
-  // a connection on fd 3 meanwhile, as any worker between its listen and
-  // its READY=1 (docs/architecture.md, "Warm spares"). A regular worker
-  // does not warm up: it becomes capacity at once, and its cold first
-  // request is one of its first ones, not the answer to a death.
+  // A spare warms up once the app's main module has run (a CommonJS app
+  // loads in one synchronous stretch: nothing async can run before it
+  // ends), and its READY=1, on which corrald freezes it, waits for the
+  // warm-up. The app's listen is never held: listen({fd: 3}) keeps its
+  // synchronous effects (address(), listening). A regular worker does not
+  // warm up: it becomes capacity at once, and its cold first request is one
+  // of its first ones, not the answer to a death. An app that speaks the
+  // protocol itself sends its own READY=1, which the agent cannot hold:
+  // it is left alone (examples/node/server.js warms itself up).
   function startWarmUp() {
-    state.warming = true;
-    send({ STATUS: 'warming up (corral-node-agent)' });
-    warmUp((how) => {
+    const over = (how) => {
       state.warmed = how;
       state.warming = false;
       const ready = state.afterWarmUp;
       state.afterWarmUp = null;
       if (ready) ready();
-    });
-    const quiet = setTimeout(() => {
-      if (!state.server) becomeReady(`running (corral-node-agent; no listen on fd 3 after ${NO_LISTEN_MS / 1000} s)`);
-    }, NO_LISTEN_MS);
-    quiet.unref();
+    };
+    if (state.appSpeaks) return over('');
+    send({ STATUS: 'warming up (corral-node-agent)' });
+    warmUp(over);
+  }
+
+  // A spare that has spoken is killed by corrald if it is not READY=1
+  // within its start timeout; one whose app never listens on fd 3 (a queue
+  // consumer, say) says READY=1 itself at half of it, from the end of the
+  // main module.
+  function noListenFallback() {
+    const timeout = Number(realEnv.CORRAL_START_TIMEOUT_MS);
+    const ms = Number.isFinite(timeout) && timeout >= 2 ? Math.floor(timeout / 2) : 15000;
+    setTimeout(() => {
+      if (!state.server) becomeReady(`running (corral-node-agent; no listen on fd 3 after ${ms} ms)`);
+    }, ms).unref();
+  }
+
+  // A spare's server accepts from the shared fd 3 like any worker until
+  // corrald freezes it on READY=1; a keep-alive connection it holds then
+  // would wait, frozen, until the spare is promoted. So before READY=1 the
+  // spare lets its requests in flight finish (at most QUIET_MS) and closes
+  // its idle connections (the client opens a new one, as after any
+  // keep-alive close). Nothing is left but what arrives in the moment
+  // between this and the freeze.
+  function readyWhenQuiet(server, ready, since = Date.now()) {
+    if (state.inflight > 0 && Date.now() - since < QUIET_MS) {
+      setTimeout(() => readyWhenQuiet(server, ready, since), 1);
+      return;
+    }
+    if (typeof server.closeIdleConnections === 'function') server.closeIdleConnections();
+    ready();
   }
 
   // Wraps net.Server#listen (http, https and express servers all use it) to
@@ -401,7 +431,12 @@
     if (spare) send({ STATUS: 'starting (corral-node-agent)' });
     if (listenFdIsOurs()) {
       watchListen();
-      if (spare) startWarmUp();
+      if (spare) {
+        // Pending from here: a listen in the main module waits for it.
+        state.warming = true;
+        setImmediate(startWarmUp);
+        setImmediate(noListenFallback);
+      }
     } else {
       // Nothing on fd 3 to watch: ready once the main module has run.
       setImmediate(() => becomeReady('running (corral-node-agent; no listening fd 3)'));

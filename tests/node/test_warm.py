@@ -127,9 +127,10 @@ def test_server_spare():
 
 
 def test_agent_ready_after_warm_up():
-    """A spare warms up from its preload on and its READY=1 waits for the
-    warm-up; the app's listen({fd: 3}) is not held (it keeps its synchronous
-    effects), so the app answers at once, its handler's first call. Without
+    """A spare warms up once the app's main module has run, and its READY=1
+    waits for the warm-up; the app's listen({fd: 3}) is not held (it keeps
+    its synchronous effects), so the app answers at once, its handler's
+    first call. Without
     corrald: the spare's channel is read here. The warm-up stalls (1 s
     bound). READY=1 is the last thing the spare does: its first report
     comes before."""
@@ -164,9 +165,11 @@ def test_agent_ready_after_warm_up():
 def test_agent_spare_never_listens():
     """A spare whose app never listens on fd 3 (a queue consumer) has
     spoken, so silence no longer makes it ready: the agent says READY=1
-    itself after its grace, instead of leaving it to the start timeout."""
+    itself at half the start timeout corrald gave it, instead of leaving it
+    to be killed at the start timeout."""
     w = harness.Worker(node(), "setInterval(() => {}, 1000)",
-                       node_args=["--require=" + AGENT, "-e"], env={"CORRAL_SPARE": "1"})
+                       node_args=["--require=" + AGENT, "-e"],
+                       env={"CORRAL_SPARE": "1", "CORRAL_START_TIMEOUT_MS": "4000"})
     try:
         got = [w.read_message(10) for _ in range(2)]
         assert got[0] == {"STATUS": "starting (corral-node-agent)"}, got
@@ -175,7 +178,8 @@ def test_agent_spare_never_listens():
             m = w.read_message(10)
             assert m is not None, msgs
             msgs.append(m)
-        assert msgs[-1]["STATUS"] == "running (corral-node-agent; no listen on fd 3 after 5 s)", msgs
+        assert msgs[-1]["STATUS"] == \
+            "running (corral-node-agent; no listen on fd 3 after 2000 ms)", msgs
     finally:
         w.kill()
 
