@@ -54,8 +54,8 @@ static void str(cJSON *o, const char *k, const char *v)
     add(o, k, cJSON_CreateString(v));
 }
 
-/* A string that lives as long as corrald (a name from a static table). */
-/* A NULL name (an enum out of range) leaves the key out, as before. */
+/* A string that lives as long as corrald (a name from a static table);
+ * a NULL name (an enum out of range) leaves the key out. */
 static void lit(cJSON *o, const char *k, const char *v)
 {
     if (v)

@@ -229,8 +229,8 @@ def _scale_row(name, n, parent, window):
     srv = Corral(n, cgroup_parent=parent, ready_timeout=300)
     up = time.monotonic() - t
     try:
-        # Steady state: a minute of samples in every worker's ring (a short
-        # ring makes the trend fits look cheaper than they are).
+        # Past the start: every worker calm (stable and flat, so sampled
+        # every fourth period) and its ring well filled.
         time.sleep(60.0 if not Opts.quick else 3.0)
         c0, w0 = cpu_ticks(srv.pid), time.monotonic()
         time.sleep(window)
