@@ -145,6 +145,7 @@ struct cr_supervisor {
     uv_poll_t notify_poll;
     uv_timer_t notify_batch; /* the poll's pause while messages trickle in (worker_io.c) */
     uint64_t notify_woke_at; /* loop ms of the poll's last wake-up */
+    unsigned notify_quiet_ticks; /* ticks in a row that read nothing */
 
     struct cr_worker *workers;
     unsigned target;

@@ -470,27 +470,30 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
  * every second woke corrald 256 times a second, and each wake-up cost more
  * than the message. So when the socket wakes us again within
  * NOTIFY_BATCH_MS of the last time, corrald stops polling it and reads it
- * every NOTIFY_BATCH_MS instead; a tick that finds nothing, or as many as
- * half the queue the kernel allows, goes back to polling. The kernel
- * queues at most net.unix.max_dgram_qlen datagrams (10 by default) on the
- * socket, and a blocking sender (sd_notify) waits while it is full: a
- * tick must never let it fill. A lone message (a READY=1 after a quiet
- * spell, the restart after a death) is read at once; under a trickle a
- * message waits at most NOTIFY_BATCH_MS. */
-#define NOTIFY_BATCH_MS 5
+ * every NOTIFY_BATCH_MS instead; NOTIFY_QUIET_TICKS ticks in a row that find
+ * nothing, or one that finds the queue the kernel allows nearly full (two
+ * short of it), go back to polling. The kernel queues at most net.unix.max_dgram_qlen datagrams (10
+ * by default) on the socket, and a blocking sender (sd_notify) waits while
+ * it is full: a tick must never let it fill. Batching is for the steady
+ * state only: while workers are queued to spawn, every message (their
+ * READY=1 above all) is read at once. A lone message (a READY=1 after a
+ * quiet spell, the restart after a death) is read at once too; under a
+ * trickle a message waits at most NOTIFY_BATCH_MS. */
+#define NOTIFY_BATCH_MS    10
+#define NOTIFY_QUIET_TICKS 3
 
-/* Half of net.unix.max_dgram_qlen, read once; 5 when it cannot be read. */
+/* net.unix.max_dgram_qlen less two, read once (10 when it cannot be). */
 static int notify_tick_max(void)
 {
     static int max;
     if (!max) {
         FILE *f = fopen("/proc/sys/net/unix/max_dgram_qlen", "re");
         int q = 0;
-        if (!f || fscanf(f, "%d", &q) != 1 || q < 2)
+        if (!f || fscanf(f, "%d", &q) != 1 || q < 4)
             q = 10;
         if (f)
             fclose(f);
-        max = q / 2;
+        max = q - 2;
     }
     return max;
 }
@@ -520,13 +523,22 @@ static int notify_drain(struct cr_supervisor *sup)
 
 static void on_notify(uv_poll_t *p, int status, int events);
 
+static bool spawning(const struct cr_supervisor *sup)
+{
+    return uv_is_active((const uv_handle_t *)&sup->spawn_pacer) ||
+           uv_is_active((const uv_handle_t *)&sup->spawn_recheck);
+}
+
 static void on_notify_tick(uv_timer_t *t)
 {
     struct cr_supervisor *sup = t->data;
     int n = notify_drain(sup);
-    if ((n > 0 && n < notify_tick_max()) || uv_is_closing((uv_handle_t *)&sup->notify_poll))
+    sup->notify_quiet_ticks = n ? 0 : sup->notify_quiet_ticks + 1;
+    if (uv_is_closing((uv_handle_t *)&sup->notify_poll) ||
+        (sup->notify_quiet_ticks < NOTIFY_QUIET_TICKS && n < notify_tick_max() && !spawning(sup)))
         return;
-    uv_timer_stop(t); /* quiet again, or a stream the tick could let fill the queue */
+    /* Quiet again, a stream the tick could let fill the queue, or spawns. */
+    uv_timer_stop(t);
     sup->notify_woke_at = uv_now(sup->loop);
     uv_poll_start(&sup->notify_poll, UV_READABLE, on_notify);
 }
@@ -536,9 +548,10 @@ static void on_notify(uv_poll_t *p, int status, int events)
     struct cr_supervisor *sup = p->data;
     notify_drain(sup);
     uint64_t now = uv_now(sup->loop);
-    bool steady = now - sup->notify_woke_at < NOTIFY_BATCH_MS;
+    bool steady = now - sup->notify_woke_at < NOTIFY_BATCH_MS && !spawning(sup);
     sup->notify_woke_at = now;
     if (steady && !uv_is_closing((uv_handle_t *)&sup->notify_batch)) {
+        sup->notify_quiet_ticks = 0;
         uv_poll_stop(p);
         uv_timer_start(&sup->notify_batch, on_notify_tick, NOTIFY_BATCH_MS, NOTIFY_BATCH_MS);
     }
