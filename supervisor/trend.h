@@ -134,7 +134,7 @@ int cr_trend_format(const struct cr_trend *t, char *buf, size_t size);
  * sampled sparsely: the envelope (a trailing min over 1 s) needs dense
  * samples to see through a GC sawtooth. A worker that starts to move or
  * nears a limit is back to the base period at its next sample. */
-#define CR_TREND_RELAXED   4
+#define CR_TREND_RELAXED   8
 #define CR_TREND_FLAT_BYTES (1024u * 1024)
 uint64_t cr_trend_sample_period(uint64_t base_ms, enum cr_trend_verdict v, uint64_t usage,
                                 uint64_t limit, bool flat);

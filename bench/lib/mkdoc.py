@@ -154,7 +154,7 @@ def s_scale(t):
     return (f'256 workers with cgroups: `status` {st:.1f} ms median (target ≤ 5 ms: '
             f'{verdict(st <= 5)}), idle CPU {cpu:.1f} % (target ≤ 1 %: {verdict(cpu <= 1)}), '
             f'RSS {rss:.1f} MiB (target ≤ 8 MiB: {verdict(rss <= 8)}), measured after a minute '
-            f'of quiet (a calm worker\'s ring then holds ~75 of its 240 samples; see the note '
+            f'of quiet (a calm worker\'s ring then holds about 45 of its 240 samples; see the note '
             f'below for full rings). What changed since 14.9–15.3 MiB, 2.4–4.2 % '
             f'and 5.7–7.7 ms (the same suite on a quiet machine at the start of the round): '
             f'`status` puts whole numbers into cJSON as raw digits (cJSON printed each of ~7,000 '
@@ -165,7 +165,7 @@ def s_scale(t):
             f'memory samples are packed into 24 bytes instead of 56; the memory watch reads '
             f'/proc/<pid>/statm and the group\'s usage through descriptors kept open (pread, no '
             f'path walk), fits envelopes in one pass, samples a worker that is stable and under '
-            f'half its limit every fourth period, in 2 ms slices; the notify socket is read in '
+            f'half its limit and flat every eighth period, in 2 ms slices; the notify socket is read in '
             f'10 ms batches while datagrams trickle in. What is left of the idle CPU is the '
             f'reference workers\' own once-a-second reports (256 wake-ups a second before '
             f'batching) and the samples themselves; a plain app that reports nothing costs less.')

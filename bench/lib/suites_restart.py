@@ -230,7 +230,7 @@ def _scale_row(name, n, parent, window):
     up = time.monotonic() - t
     try:
         # Past the start: every worker calm (stable and flat, so sampled
-        # every fourth period) and its ring well filled.
+        # every eighth period) and its ring well filled.
         time.sleep(60.0 if not Opts.quick else 3.0)
         c0, w0 = cpu_ticks(srv.pid), time.monotonic()
         time.sleep(window)
