@@ -375,15 +375,16 @@
   }
 
   // A spare that has spoken is killed by corrald if it is not READY=1
-  // within its start timeout; one whose app never listens on fd 3 (a queue
-  // consumer, say) says READY=1 itself at half of it, from the end of the
-  // main module.
+  // within its start timeout, counted from its spawn; one whose app never
+  // listens on fd 3 (a queue consumer, say) says READY=1 itself at half of
+  // it, less the time Node took to get here.
   function noListenFallback() {
     const timeout = Number(realEnv.CORRAL_START_TIMEOUT_MS);
     const ms = Number.isFinite(timeout) && timeout >= 2 ? Math.floor(timeout / 2) : 15000;
+    const left = Math.max(0, ms - Math.round(process.uptime() * 1000));
     setTimeout(() => {
       if (!state.server) becomeReady(`running (corral-node-agent; no listen on fd 3 after ${ms} ms)`);
-    }, ms).unref();
+    }, left).unref();
   }
 
   // A spare's server accepts from the shared fd 3 like any worker until
@@ -393,8 +394,8 @@
   // its idle connections (the client opens a new one, as after any
   // keep-alive close). Nothing is left but what arrives in the moment
   // between this and the freeze.
-  function readyWhenQuiet(server, ready, since = Date.now()) {
-    if (state.inflight > 0 && Date.now() - since < QUIET_MS) {
+  function readyWhenQuiet(server, ready, since = perf.performance.now()) {
+    if (state.inflight > 0 && perf.performance.now() - since < QUIET_MS) {
       setTimeout(() => readyWhenQuiet(server, ready, since), 1);
       return;
     }
@@ -435,7 +436,7 @@
         // Pending from here: a listen in the main module waits for it.
         state.warming = true;
         setImmediate(startWarmUp);
-        setImmediate(noListenFallback);
+        noListenFallback();
       }
     } else {
       // Nothing on fd 3 to watch: ready once the main module has run.
