@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cr_cgroup_internal.h"
+#include "textfile.h"
 
 static void fmt_limit(char *buf, size_t size, uint64_t bytes, enum cr_cgroup_layout l)
 {
@@ -119,11 +120,8 @@ int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage)
             if ((cg->usage_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
                 return -errno;
         }
-        ssize_t n = pread(cg->usage_fd, buf, sizeof buf - 1, 0);
-        if (n > 0) {
-            buf[n] = '\0';
+        if (cr_pread_text(cg->usage_fd, buf, sizeof buf) > 0)
             return cr_cgroup_parse_u64(buf, ret_usage);
-        }
         close(cg->usage_fd);
         cg->usage_fd = -1;
     }

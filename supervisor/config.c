@@ -92,6 +92,7 @@ static const struct opt opts[] = {
     {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
     {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
     {"spares", 0, OPT_UINT, OFF(spares), 0, 64, true, "N", "warm spares kept ready and frozen; one takes a dead worker's slot at once (default 0; not with reuseport)"},
+    {"no-exit-notice", 0, OPT_BOOL, OFF(no_exit_notice), 0, 0, false, NULL, "with spares: promote one when a worker is reaped, not on the kernel's exit notice (taskstats; needs CAP_NET_ADMIN), which comes before the kernel frees the dead worker's memory"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
     {"spawn-parallel", 0, OPT_UINT, OFF(spawn_parallel), 0, 4096, true, "N", "workers starting (forked, not yet READY) at once, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
     {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},

@@ -80,6 +80,7 @@ struct cr_config {
     uint64_t max_lifetime_ms;
     unsigned recycle_parallel;
     unsigned spares;           /* warm spares kept started, ready and frozen */
+    bool no_exit_notice;       /* spares wait for the reap, not the kernel's exit notice */
     unsigned spawn_parallel;   /* workers between fork and READY=1 at once; 0 = 2 × cores, ≥ 4 */
 
     char *user;                /* workers run as this user (name or uid); NULL = corrald's */

@@ -28,6 +28,8 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
     },
     [CR_WS_READY] = {
+        [CR_WE_EXIT_NOTICE] = T(READY, HAND_OVER),
+        [CR_WE_HANDED_OVER] = T(DYING, AWAIT_REAP),
         [CR_WE_READY] = T(READY, LATE_READY),
         [CR_WE_WATCHDOG] = T(READY, ARM_WATCHDOG),
         [CR_WE_DEADLINE] = T(BLOCKED, FLAG_BLOCKED),
@@ -35,6 +37,8 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
     [CR_WS_BLOCKED] = {
+        [CR_WE_EXIT_NOTICE] = T(BLOCKED, HAND_OVER),
+        [CR_WE_HANDED_OVER] = T(DYING, AWAIT_REAP),
         [CR_WE_WATCHDOG] = T(READY, UNBLOCK),
         [CR_WE_DEADLINE] = T(KILLING, KILL_HANG),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
@@ -45,6 +49,8 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
     [CR_WS_KILLING] = {
+        [CR_WE_EXIT_NOTICE] = T(KILLING, HAND_OVER),
+        [CR_WE_HANDED_OVER] = T(DYING, AWAIT_REAP),
         [CR_WE_DEADLINE] = T(KILLING, KILL_HARD),
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
@@ -84,6 +90,10 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DRAIN] = T(DRAINING, KILL_SPARE),
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
+    [CR_WS_DYING] = {
+        [CR_WE_DEADLINE] = T(DYING, KILL_DYING),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
 };
 
 const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e)
@@ -121,6 +131,7 @@ static const struct {
     [CR_WS_FREEZING] = {"freezing", .process = true, .spare = true,
                         .deadline = "look at the freezer again"},
     [CR_WS_SPARE] = {"spare", .process = true, .spare = true},
+    [CR_WS_DYING] = {"dying", .process = true, .deadline = "stop timeout, then SIGKILL"},
 };
 
 bool cr_wstate_spawned(enum cr_wstate s)
@@ -172,6 +183,8 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_START_SPARE] = "start-spare",
     [CR_WE_FROZEN] = "frozen",
     [CR_WE_PROMOTE] = "promote",
+    [CR_WE_EXIT_NOTICE] = "exit-notice",
+    [CR_WE_HANDED_OVER] = "handed-over",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -201,6 +214,9 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_BECOME_SPARE] = "become-spare",
     [CR_WA_PROMOTE] = "promote",
     [CR_WA_KILL_SPARE] = "kill-spare",
+    [CR_WA_HAND_OVER] = "hand-over",
+    [CR_WA_AWAIT_REAP] = "await-reap",
+    [CR_WA_KILL_DYING] = "kill-dying",
 };
 
 const char *cr_wstate_to_string(enum cr_wstate s)

@@ -56,6 +56,8 @@ enum cr_wstate {
     CR_WS_SPARE_STARTING, /* a warm spare, forked, waiting for READY=1; deadline = start timeout */
     CR_WS_FREEZING, /* a ready spare being frozen; deadline = the next look at the freezer */
     CR_WS_SPARE,    /* a frozen warm spare: holds the socket, never runs, not capacity */
+    CR_WS_DYING,    /* the kernel said it is exiting and a spare took its slot; its memory
+                       is still being freed; deadline = stop timeout, then SIGKILL */
     _CR_WS_MAX,
 };
 
@@ -80,6 +82,8 @@ enum cr_wevent {
     CR_WE_START_SPARE,  /* spawn a new warm spare now */
     CR_WE_FROZEN,       /* the freezer says the spare is frozen */
     CR_WE_PROMOTE,      /* a slot's worker died: this spare takes its slot */
+    CR_WE_EXIT_NOTICE,  /* the kernel says the process is exiting (taskstats), not reaped yet */
+    CR_WE_HANDED_OVER,  /* its slot went to a spare before the reap */
     _CR_WE_MAX,
 };
 
@@ -110,6 +114,9 @@ enum cr_waction {
     CR_WA_BECOME_SPARE,       /* log and report "spare" */
     CR_WA_PROMOTE,            /* thaw; the spare serves its new slot at once */
     CR_WA_KILL_SPARE,         /* SIGKILL, then thaw (a frozen task dies only once thawed) */
+    CR_WA_HAND_OVER,          /* ask the restart policy now; a spare takes the slot → HANDED_OVER */
+    CR_WA_AWAIT_REAP,         /* log the hand-over; arm the stop-timeout deadline */
+    CR_WA_KILL_DYING,         /* SIGKILL: announced dead, still not reaped */
     _CR_WA_MAX,
 };
 

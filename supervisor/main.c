@@ -17,6 +17,7 @@
 #include "cgsetup.h"
 #include "control.h"
 #include "cr_config.h"
+#include "exitnotice.h"
 #include "internal.h"
 #include "log.h"
 #include "memwatch.h"
@@ -36,6 +37,8 @@ struct wiring {
     struct cr_metrics_http *http;
     struct cr_sd *sd;
     struct cr_memwatch *mw;
+    struct cr_exitnotice *en; /* while spares are kept */
+    bool en_failed;
 };
 
 /* A generation's descriptors report to these (worker_io.c). */
@@ -43,7 +46,41 @@ static const struct cr_io_sink io_sink = {
     .exited = cr_worker_reaped,
     .message = cr_worker_notify,
     .recycle = cr_worker_recycle,
+    .exit_notice = cr_worker_exit_notice,
 };
+
+static void on_exit_notice(void *ctx, const struct cr_taskstats_exit *e)
+{
+    cr_io_exit_notice(ctx, e);
+}
+
+/* The kernel's exit notices are listened to while spares are kept (they
+ * are what lets one take a slot before the dead worker's memory is freed)
+ * and not otherwise: the kernel sends one for every exit on the machine.
+ * Opened when spares are first wanted, closed when none are. */
+static void exit_notice_sync(struct wiring *wi)
+{
+    struct cr_supervisor *sup = wi->sup;
+    bool want = sup->cfg.spares > 0 && !sup->cfg.no_exit_notice && !cr_supervisor_stopping(sup);
+    if (want && !wi->en && !wi->en_failed) {
+        char why[128];
+        wi->en = cr_exitnotice_open(sup->loop, on_exit_notice, sup, why, sizeof(why));
+        if (wi->en) {
+            snprintf(sup->exit_notice, sizeof(sup->exit_notice), "taskstats");
+            cr_log(CR_LOG_INFO, "exit notices: taskstats (a spare takes a dying worker's slot "
+                                "before its memory is freed)");
+        } else {
+            wi->en_failed = true; /* the same answer next time: no retry */
+            snprintf(sup->exit_notice, sizeof(sup->exit_notice), "unavailable: %s", why);
+            cr_log(CR_LOG_NOTICE, "exit notices unavailable (%s): a spare takes a dead worker's "
+                                  "slot once it is reaped", why);
+        }
+    } else if (!want && wi->en) {
+        cr_exitnotice_close(wi->en);
+        wi->en = NULL;
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "off");
+    }
+}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -104,8 +141,12 @@ static void on_event(void *userdata, const struct cr_event *ev)
         uv_close((uv_handle_t *)&wi->sig_int, NULL);
         uv_close((uv_handle_t *)&wi->sig_hup, NULL);
         uv_close((uv_handle_t *)&wi->sig_chld, NULL);
+        cr_exitnotice_close(wi->en);
+        wi->en = NULL;
         return;
     }
+    if (ev->type == CR_EV_CONFIG || ev->type == CR_EV_STOPPING)
+        exit_notice_sync(wi);
     cJSON *o = cr_event_json(ev);
     if (o && sup->control)
         cr_control_broadcast(sup->control, o);
@@ -147,6 +188,7 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
         cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
         return r;
     }
+    exit_notice_sync(wi);
     return 0;
 }
 

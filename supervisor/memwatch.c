@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "log.h"
 #include "supervisor.h"
+#include "textfile.h"
 #include "trend.h"
 #include "worker_io.h"
 
@@ -37,18 +38,6 @@ struct cr_memwatch {
 
 static uint64_t page_size;
 
-/* Reads a /proc file from the start through its kept descriptor. */
-static ssize_t pread_text(int fd, char *buf, size_t size)
-{
-    ssize_t n;
-    while ((n = pread(fd, buf, size - 1, 0)) < 0 && errno == EINTR)
-        ;
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
-
 /* Resident bytes: the second field of statm (one short read), or, under
  * --pss, the proportional set size of smaps_rollup (shared pages divided
  * among their sharers, so N forked workers do not each count the pages
@@ -58,7 +47,7 @@ static uint64_t read_resident(struct cr_worker *w, bool pss, bool reopen)
     char buf[2048]; /* smaps_rollup is about 20 short lines */
     unsigned long long a, b;
     int fd = cr_io_mem_fd(w, pss, reopen);
-    if (fd < 0 || pread_text(fd, buf, sizeof(buf)) < 0)
+    if (fd < 0 || cr_pread_text(fd, buf, sizeof(buf)) < 0)
         return 0;
     if (!pss)
         return sscanf(buf, "%llu %llu", &a, &b) == 2 ? b * page_size : 0;

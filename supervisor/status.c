@@ -177,6 +177,8 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     num(sp, "frozen", v.spares_frozen);
     num(sp, "starting", v.spares_starting);
     num(sp, "promotions", v.promotions);
+    num(sp, "early_promotions", v.early_promotions);
+    str(sp, "exit_notice", v.exit_notice);
     str(sp, "freezer", v.freezer);
     cJSON *l = cJSON_AddArrayToObject(s, "listen");
     cJSON *a = cJSON_CreateObject();

@@ -32,6 +32,8 @@ struct cr_listener;
 void cr_worker_event(struct cr_worker *w, enum cr_wevent e);
 /* The process was reaped (worker_io.c's exit watch): the EXIT event. */
 void cr_worker_reaped(struct cr_worker *w);
+/* The kernel says the process is exiting, before it is reaped (exitnotice.c). */
+void cr_worker_exit_notice(struct cr_worker *w);
 
 /* Queues a rolling replacement of w (memory soft limit, request cap,
  * lifetime, reload, restart). Ignored when w cannot be recycled now. */

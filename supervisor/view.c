@@ -130,6 +130,8 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .spares_starting = cr_supervisor_count_state(sup, CR_WS_SPARE_STARTING) +
                            cr_supervisor_count_state(sup, CR_WS_FREEZING),
         .promotions = sup->promotions,
+        .early_promotions = sup->early_promotions,
+        .exit_notice = sup->exit_notice[0] ? sup->exit_notice : "off",
         .freezer = sup->freezer_kind == CR_FREEZER_NONE
                        ? "SIGSTOP"
                        : cr_freezer_kind_to_string((enum cr_freezer_kind)sup->freezer_kind),

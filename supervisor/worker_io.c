@@ -19,6 +19,8 @@
 #include "log.h"
 #include "ring.h"
 #include "spawn.h"
+#include "taskstats.h"
+#include "textfile.h"
 
 enum { IO_PID, IO_OUT, IO_NS, IO_OOM, IO_EXEC, IO_MAX };
 
@@ -444,15 +446,22 @@ int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_
 
 /* ---- the datagram socket ----------------------------------------------- */
 
+/* The worker whose main process is pid. */
+static struct cr_worker *by_main_pid(struct cr_supervisor *sup, pid_t pid)
+{
+    struct cr_wio key = {.pid = pid};
+    struct cr_wio *const *hit = tfind(&key, &sup->io_by_pid, cmp_pid);
+    return hit ? (*hit)->w : NULL;
+}
+
 /* The worker a datagram came from: its main pid, or — like systemd's
  * NotifyAccess=all — any process inside the worker's cgroup, so a worker
  * started through a shell wrapper or a launcher can still report. */
 static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 {
-    struct cr_wio key = {.pid = pid};
-    struct cr_wio *const *hit = tfind(&key, &sup->io_by_pid, cmp_pid);
-    if (hit && (*hit)->w)
-        return (*hit)->w;
+    struct cr_worker *w = by_main_pid(sup, pid);
+    if (w)
+        return w;
     if (!sup->cgroups)
         return NULL;
     char *rel = NULL;
@@ -464,6 +473,33 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
             found = w;
     free(rel);
     return found;
+}
+
+/* ---- the kernel's exit notices (exitnotice.c) --------------------------- */
+
+/* Whether process pid has one thread (num_threads, the 20th field of its
+ * stat; the 2nd, comm, may hold spaces and parentheses). Gone counts as one. */
+static bool single_threaded(pid_t pid)
+{
+    char path[32], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (cr_read_text(path, buf, sizeof(buf)) < 0)
+        return true;
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return !p || strtol(p + 1, NULL, 10) <= 1;
+}
+
+void cr_io_exit_notice(struct cr_supervisor *sup, const struct cr_taskstats_exit *e)
+{
+    struct cr_worker *w;
+    if (e->whole_group)
+        w = by_main_pid(sup, e->tgid);
+    else /* a main thread alone: the process's death only if it had no other */
+        w = (w = by_main_pid(sup, e->pid)) && single_threaded(e->pid) ? w : NULL;
+    if (w)
+        sup->io_sink->exit_notice(w);
 }
 
 /* Heartbeats and reports come as a steady trickle — 256 workers reporting

@@ -16,6 +16,7 @@
 struct cr_supervisor;
 struct cr_worker;
 struct cr_notify_msg;
+struct cr_taskstats_exit;
 
 struct cr_io_sink {
     /* The process was reaped: w->wait_code and w->wait_status hold its siginfo. */
@@ -24,6 +25,8 @@ struct cr_io_sink {
     void (*message)(struct cr_worker *w, const struct cr_notify_msg *m);
     /* Something asks for a rolling replacement (a v2 memory.high event). */
     void (*recycle)(struct cr_worker *w, const char *why);
+    /* The kernel says the process is exiting; the reap follows. */
+    void (*exit_notice)(struct cr_worker *w);
 };
 
 /* Takes the four descriptors (closed even on failure) and starts their
@@ -52,6 +55,11 @@ void cr_io_tail(const struct cr_worker *w, char *buf, size_t *len);
  * valgrind), anything else as an orphan re-parented to corrald, a child
  * subreaper (and PID 1 in a container). Call on SIGCHLD. */
 void cr_io_reap_children(struct cr_supervisor *sup);
+/* A taskstats exit message (exitnotice.c): the worker whose process it
+ * ends, if any, gets an exit notice. A message of a main thread alone is
+ * taken as its process's end only when /proc shows no other thread (a
+ * single-threaded process's death says no more than that). */
+void cr_io_exit_notice(struct cr_supervisor *sup, const struct cr_taskstats_exit *e);
 /* Starts polling the shared datagram notify socket (sup->notify_fd). */
 int cr_io_notify_start(struct cr_supervisor *sup);
 /* Creates the shared datagram notify socket in a private 0700 directory

@@ -138,6 +138,41 @@ def test_kill9_promotes_spare_nocg():
         close(c, cg)
 
 
+def heir_answers_before_reap(name, *args):
+    """kill -9 of a worker holding 1 GiB, which the kernel takes ~100 ms to
+    free: whether the slot's heir (the thawed spare) answered while the dead
+    process still had its /proc entry, i.e. before corrald reaped it."""
+    c, cg = corrald(name, *args, workers=1)
+    try:
+        spare = frozen_spare(c)
+        victim = c.worker(1)["pid"]
+        st, _, body = c.get("/buffer?mb=1024&retain=1", timeout=30)
+        assert st == 200, (st, body)
+        os.kill(victim, signal.SIGKILL)
+        ct.wait_for(lambda: c.pid_of() == spare, 10, interval=0, what="the heir answering")
+        before_reap = os.path.exists(f"/proc/{victim}")
+        d = c.wait_death("signal")[0]
+        assert d["pid"] == victim and d["signal"] == 9, d
+        sp = c.status()["supervisor"]["spares"]
+        assert sp["promotions"] == 1, sp
+        return before_reap, sp
+    finally:
+        close(c, cg)
+
+
+def test_exit_notice_hands_over_before_reap():
+    """With the kernel's exit notice (taskstats, root) the spare takes the slot
+    before the reap; with --no-exit-notice only after it."""
+    if os.geteuid() != 0:
+        ct.skip("taskstats listeners need CAP_NET_ADMIN")
+    early, sp = heir_answers_before_reap("spare-notice")
+    assert sp["exit_notice"] == "taskstats" and sp["early_promotions"] == 1, sp
+    assert early, "the heir answered only after the 1 GiB worker was reaped"
+    early, sp = heir_answers_before_reap("spare-nonotice", "--no-exit-notice")
+    assert sp["exit_notice"] == "off" and sp["early_promotions"] == 0, sp
+    assert not early, "without exit notices the heir answered before the reap"
+
+
 def test_frozen_spare_accepts_nothing():
     """2,000 requests on fresh connections: none reaches the frozen spare;
     every one is answered by a worker."""

@@ -338,6 +338,13 @@ check_spare_promotion() {
 			fail "no new frozen spare after the promotion"
 			rc=1
 		fi
+		# The unit lets corrald hear the kernel's exit notices (AF_NETLINK,
+		# root): whether this promotion came before the reap is timing.
+		local sp
+		sp=$(ctl '{"cmd":"status"}' | jq -c .supervisor.spares)
+		echo "spares: $sp"
+		echo "$sp" | jq -e '.exit_notice == "taskstats"' > /dev/null ||
+			{ fail "exit notices not available under the unit: $sp"; rc=1; }
 	fi
 	ctl '{"cmd":"set","key":"spares","value":"0"}' > /dev/null
 	wait_until 30 all_ready 2 || { fail "not 2 ready workers after the check"; rc=1; }

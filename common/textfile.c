@@ -1,0 +1,29 @@
+/* textfile: see textfile.h. */
+#include "textfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+ssize_t cr_pread_text(int fd, char *buf, size_t size)
+{
+    ssize_t n;
+    if (size < 2)
+        return -1;
+    while ((n = pread(fd, buf, size - 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+ssize_t cr_read_text(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = cr_pread_text(fd, buf, size);
+    close(fd);
+    return n;
+}
