@@ -27,6 +27,7 @@
 
 struct cr_cgroup;
 struct cr_freezer;
+struct cr_cg_prep;
 struct cr_history;
 struct cr_control;
 struct cr_trend_ring;
@@ -60,6 +61,7 @@ struct cr_worker {
 
     struct cr_cgroup *cg;
     struct cr_freezer *freezer;     /* a spare's freezer group (v1: its own; v2: cg's) */
+    struct cr_cg_prep *prep;        /* its next group, made ahead off the loop (cgprep.c) */
     unsigned oom_events;            /* OOM events seen this generation */
     struct cr_cgroup_events seen;   /* counters at the last OOM-watch wake-up */
     struct cr_oom_delta own0, anc0; /* counters at spawn */
@@ -144,6 +146,8 @@ struct cr_supervisor {
     gid_t worker_gid;
     int notify_fd;
     void *io_by_pid; /* tsearch(3) tree of the live generations by pid (worker_io.c) */
+    struct cr_wio *reap_head, *reap_tail; /* exits noticed, not reaped yet (worker_io.c) */
+    uv_idle_t reap_turn; /* runs while the reap queue is not empty */
     uv_poll_t notify_poll;
     uv_timer_t notify_batch; /* the poll's pause while messages trickle in (worker_io.c) */
     uint64_t notify_woke_at; /* loop ms of the poll's last wake-up */

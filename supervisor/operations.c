@@ -225,6 +225,8 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     uv_timer_init(loop, &sup->finish_timer);
     uv_timer_init(loop, &sup->spare_timer);
     uv_idle_init(loop, &sup->spawn_pacer);
+    uv_idle_init(loop, &sup->reap_turn);
+    sup->reap_turn.data = sup;
     uv_timer_init(loop, &sup->spawn_recheck);
     sup->cg_trash_timer.data = sup->finish_timer.data = sup->spare_timer.data = sup;
     sup->spawn_pacer.data = sup->spawn_recheck.data = sup;

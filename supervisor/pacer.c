@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cgprep.h"
 #include "internal.h"
 #include "supervisor.h"
 #include "supervisor_int.h"
@@ -55,12 +56,35 @@ static void on_spawn_recheck(uv_timer_t *t)
     pacer_run(t->data);
 }
 
+/* A pending worker's group was made (cgprep.c): its turn may come now. */
+static void group_made(struct cr_supervisor *sup)
+{
+    if (!sup->stopping)
+        pacer_run(sup);
+}
+
+/* The first pending worker whose group is not still being made; the
+ * groups of the next --spawn-parallel pending workers are started ahead
+ * (cgprep.c); a group once made kicks the pacer again. */
+static struct cr_worker *next_pending(struct cr_supervisor *sup)
+{
+    struct cr_worker *first = NULL;
+    unsigned ahead = 0, n = spawn_parallel(sup);
+    for (struct cr_worker *w = sup->workers; w && ahead < n; w = w->next) {
+        if (w->state != CR_WS_PENDING)
+            continue;
+        ahead++;
+        cr_cg_prep_start(w, group_made);
+        if (!first && !cr_cg_prep_busy(w))
+            first = w;
+    }
+    return first;
+}
+
 static void on_spawn_turn(uv_idle_t *h)
 {
     struct cr_supervisor *sup = h->data;
-    struct cr_worker *w = sup->workers;
-    while (w && w->state != CR_WS_PENDING)
-        w = w->next;
+    struct cr_worker *w = sup->stopping ? NULL : next_pending(sup);
     bool capped = w && starting_now(sup) >= spawn_parallel(sup);
     if (w && !capped && !sup->stopping) {
         cr_worker_event(w, CR_WE_SPAWN_TURN);

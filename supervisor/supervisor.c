@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cgsetup.h"
+#include "cgprep.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
@@ -99,6 +100,7 @@ static void worker_remove(struct cr_worker *w)
     if (w->replaced_by)
         w->replaced_by->replaces = NULL;
     w->samples = cr_trend_ring_free(w->samples);
+    cr_cg_prep_drop(w);
     w->closing = true;
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
@@ -701,7 +703,8 @@ static void finish_stop(uv_timer_t *t)
     uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->notify_batch,
                          (uv_handle_t *)&sup->cg_trash_timer,
                          (uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spare_timer,
-                         (uv_handle_t *)&sup->spawn_pacer, (uv_handle_t *)&sup->spawn_recheck};
+                         (uv_handle_t *)&sup->spawn_pacer, (uv_handle_t *)&sup->spawn_recheck,
+                         (uv_handle_t *)&sup->reap_turn};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
             uv_close(hs[i], close_cb_noop);

@@ -44,6 +44,8 @@ struct cr_wio {
     int mem_fd;  /* /proc/<pid>/statm or smaps_rollup, kept open for sampling */
     bool mem_pss; /* which of the two mem_fd is */
     pid_t pid;    /* the key of sup->io_by_pid */
+    struct cr_wio *reap_next; /* in sup's reap queue when reap_queued */
+    bool reap_queued;
 
     struct io_output *out; /* NULL until the first output byte */
     /* The stream form of the notify protocol, held only while a message is
@@ -343,11 +345,61 @@ static bool reap(struct cr_worker *w)
     return true;
 }
 
+/* Deaths are reaped at most REAPS_PER_TURN a loop turn, in the order they
+ * were noticed. A stop, a scale-down or an OOM kill of the whole service
+ * ends hundreds of workers at once, and each reap reads a post-mortem and
+ * removes a group (~0.2 ms): reaped in one turn, 740 deaths kept signals,
+ * control commands and heartbeats waiting 150 ms. A lone death waits for
+ * no one: it is reaped on the turn after it was noticed. */
+#define REAPS_PER_TURN 16
+
+static void reap_turn(uv_idle_t *h);
+
+static void queue_reap(struct cr_wio *io)
+{
+    struct cr_supervisor *sup = io->w->sup;
+    if (io->reap_queued)
+        return;
+    if (io->polling[IO_PID]) /* readable until reaped: it would wake every turn */
+        uv_poll_stop(&io->poll[IO_PID]);
+    io->reap_queued = true;
+    io->reap_next = NULL;
+    if (sup->reap_tail)
+        sup->reap_tail->reap_next = io;
+    else
+        sup->reap_head = io;
+    sup->reap_tail = io;
+    if (!uv_is_active((uv_handle_t *)&sup->reap_turn) &&
+        !uv_is_closing((uv_handle_t *)&sup->reap_turn))
+        uv_idle_start(&sup->reap_turn, reap_turn);
+}
+
+static void on_exit_ready(uv_poll_t *p, int status, int events);
+
+static void reap_turn(uv_idle_t *h)
+{
+    struct cr_supervisor *sup = h->data;
+    for (unsigned n = 0; n < REAPS_PER_TURN && sup->reap_head; n++) {
+        struct cr_wio *io = sup->reap_head;
+        sup->reap_head = io->reap_next;
+        if (!sup->reap_head)
+            sup->reap_tail = NULL;
+        io->reap_queued = false;
+        if (io->w && !reap(io->w) && io->polling[IO_PID]) /* EINTR: look again */
+            uv_poll_start(&io->poll[IO_PID], UV_READABLE, on_exit_ready);
+    }
+    if (sup->reap_head)
+        return;
+    uv_idle_stop(h);
+    /* Zombies the SIGCHLD scan could not see past a queued worker's. */
+    cr_io_reap_children(sup);
+}
+
 static void on_exit_ready(uv_poll_t *p, int status, int events)
 {
     struct cr_wio *io = p->data;
     if (io->w)
-        reap(io->w);
+        queue_reap(io);
 }
 
 static struct cr_worker *worker_of_pid(struct cr_supervisor *sup, pid_t pid)
@@ -367,6 +419,12 @@ void cr_io_reap_children(struct cr_supervisor *sup)
         if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
             return;
         struct cr_worker *w = worker_of_pid(sup, si.si_pid);
+        if (w && w->io) {
+            /* Queued (reap_turn); until it is reaped, it is the zombie
+             * waitid names first: the queue scans again once drained. */
+            queue_reap(w->io);
+            return;
+        }
         if (w) {
             if (!reap(w))
                 return;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgprep.h"
 #include "cgsetup.h"
 #include "cr_config.h"
 #include "freeze.h"
@@ -290,7 +291,9 @@ int cr_worker_spawn(struct cr_worker *w)
     if ((r = build_env(w, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
         (r = build_argv(w, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
-    if (sup->cgroups && ((r = cr_cg_worker_create(w)) < 0 ||
+    if (sup->cgroups)
+        cr_cg_prep_take(w); /* made ahead off the loop, if it was */
+    if (sup->cgroups && ((!w->cg && (r = cr_cg_worker_create(w)) < 0) ||
                          (r = procs_fd = cr_cg_worker_procs_fd(w)) < 0)) {
         cr_cg_worker_release(w);
         goto out;

@@ -146,6 +146,31 @@ def test_scale_ping_cgroups():
             c.close()
 
 
+def test_limit_change_during_scale():
+    """`set memory-max` while a scale-up is under way: the groups of the
+    workers still pending were being made ahead, off the loop, with the old
+    limit (cgprep.c); every worker ends with the new one all the same."""
+    ct.need_memcg()
+    with h.corral_cgroup("pace-limit") as cg:
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-limit")
+        try:
+            inst = instance_of(c)
+            r = c.ctl("scale", workers=120)
+            assert r["ok"], r
+            ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
+            r = c.ctl("set", key="memory-max", value="80M")
+            assert r["ok"], r
+            c.wait_ready(120, 60)
+            groups = [g for g in worker_groups(cg, inst) if g.startswith("w")]
+            assert len(groups) == 120, groups
+            wrong = {g: limit_of(cg, inst, g) for g in groups if limit_of(cg, inst, g) != 80 << 20}
+            assert not wrong, wrong
+            spawned = count(c.log(), "[spawned] ")
+            assert spawned >= 120, spawned
+        finally:
+            c.close()
+
+
 def test_start_term_counts():
     """--workers 200 and SIGTERM at once: the stop cancels the queued spawns
     and says how many; every started worker is drained and counted."""

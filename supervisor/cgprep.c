@@ -1,0 +1,132 @@
+/* cgprep: see cgprep.h. The threadpool's side touches nothing but its
+ * struct prep: no worker, no supervisor, no log. */
+#include "cgprep.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <uv.h>
+
+#include "cr_cgroup.h"
+#include "internal.h"
+
+struct cr_cg_prep {
+    uv_work_t req;
+    struct cr_worker *w; /* NULL once dropped: removed when done */
+    void (*made)(struct cr_supervisor *sup);
+    char rel[256];
+    unsigned generation;
+    uint64_t max, high;
+    struct cr_cgroup *cg;
+    int r;
+    bool done;
+};
+
+/* In the threadpool. */
+static void make(uv_work_t *req)
+{
+    struct cr_cg_prep *p = req->data;
+    p->r = cr_cgroup_open(p->rel, true, &p->cg);
+    if (p->r == 0 && p->max)
+        p->r = cr_cgroup_set_max(p->cg, p->max);
+    if (p->r == 0 && p->high) {
+        int r = cr_cgroup_set_high(p->cg, p->high);
+        p->r = r == -EOPNOTSUPP ? 0 : r;
+    }
+    if (p->r < 0 && p->cg) {
+        cr_cgroup_remove(p->cg, 0);
+        p->cg = cr_cgroup_free(p->cg);
+    }
+}
+
+static void discard(struct cr_cg_prep *p)
+{
+    if (p->cg) {
+        cr_cgroup_remove(p->cg, 0);
+        cr_cgroup_free(p->cg);
+    }
+    free(p);
+}
+
+static void made(uv_work_t *req, int status)
+{
+    struct cr_cg_prep *p = req->data;
+    p->done = true;
+    if (!p->w) {
+        discard(p);
+        return;
+    }
+    if (status < 0)
+        p->r = status;
+    p->made(p->w->sup); /* its turn may have been waiting for it */
+}
+
+void cr_cg_prep_start(struct cr_worker *w, void (*made_cb)(struct cr_supervisor *sup))
+{
+    struct cr_supervisor *sup = w->sup;
+    if (!sup->cgroups || w->prep || w->id == CR_SPARE_ID)
+        return;
+    struct cr_cg_prep *p = calloc(1, sizeof(*p));
+    if (!p)
+        return; /* the spawn makes it itself */
+    /* The generation the spawn will give it (new_generation), if nothing
+     * else takes one of this slot first; cr_cg_prep_take checks. */
+    unsigned gen = (size_t)w->id < sup->ngenerations ? sup->generations[w->id] + 1 : 1;
+    if (snprintf(p->rel, sizeof(p->rel), "%s/w%d-%u", cr_cgroup_rel(sup->cg_workers), w->id,
+                 gen) >= (int)sizeof(p->rel)) {
+        free(p);
+        return;
+    }
+    p->w = w;
+    p->made = made_cb;
+    p->generation = gen;
+    p->max = sup->cfg.memory_max;
+    p->high = sup->cfg.memory_high;
+    p->req.data = p;
+    if (uv_queue_work(sup->loop, &p->req, make, made) < 0) {
+        free(p);
+        return;
+    }
+    w->prep = p;
+}
+
+bool cr_cg_prep_busy(const struct cr_worker *w)
+{
+    return w->prep && !w->prep->done;
+}
+
+void cr_cg_prep_take(struct cr_worker *w)
+{
+    struct cr_cg_prep *p = w->prep;
+    if (!p)
+        return;
+    w->prep = NULL;
+    if (!p->done) { /* still on its way: the spawn makes its own */
+        p->w = NULL;
+        return;
+    }
+    const struct cr_config *c = &w->sup->cfg;
+    if (p->r < 0 || p->generation != w->generation ||
+        (c->memory_max != p->max && cr_cgroup_set_max(p->cg, c->memory_max) < 0) ||
+        (c->memory_high != p->high &&
+         (!c->memory_high || cr_cgroup_set_high(p->cg, c->memory_high) < 0))) {
+        discard(p);
+        return;
+    }
+    w->cg = p->cg;
+    w->cg_limit = c->memory_max;
+    w->cg_usage = w->cg_peak = 0;
+    free(p);
+}
+
+void cr_cg_prep_drop(struct cr_worker *w)
+{
+    struct cr_cg_prep *p = w->prep;
+    if (!p)
+        return;
+    w->prep = NULL;
+    if (p->done)
+        discard(p);
+    else
+        p->w = NULL;
+}

@@ -1,0 +1,31 @@
+/* cgprep: a pending worker's cgroup, made off the loop.
+ *
+ * Making a worker's group is a mkdir(2) and a limit or two; on cgroup v1
+ * the mkdir waits for the kernel's cgroup_mutex, which every starting
+ * worker holds while it moves itself into its own group (that move waits
+ * for an RCU grace period on v1). At `scale 1000` on this 2-core machine
+ * such a mkdir took 13-20 ms, on the loop, holding signals, control
+ * commands and heartbeats. So the spawn pacer has libuv's threadpool make
+ * the groups of the next pending workers ahead of their turn; the turn
+ * takes a made group, or makes it itself as before when none is ready
+ * (a spare; a failure, which the spawn then reports). */
+#pragma once
+
+#include <stdbool.h>
+
+struct cr_worker;
+
+struct cr_supervisor;
+
+/* Starts making the group of w's next generation in the threadpool; a
+ * no-op when one is made or on its way, or without per-worker cgroups.
+ * made(sup) is called on the loop once it is made (and w still wants it). */
+void cr_cg_prep_start(struct cr_worker *w, void (*made)(struct cr_supervisor *sup));
+/* Whether a group is on its way for w, not made yet. */
+bool cr_cg_prep_busy(const struct cr_worker *w);
+/* At the spawn, once w->generation is set: w->cg becomes the made group
+ * when it is this generation's (its limits brought up to date); else the
+ * made group is removed and w->cg stays NULL. */
+void cr_cg_prep_take(struct cr_worker *w);
+/* w goes away: its group, made or on its way, is removed once done. */
+void cr_cg_prep_drop(struct cr_worker *w);
