@@ -109,6 +109,9 @@ struct cr_worker {
     struct cr_worker *replaced_by;
     bool retire_on_exit; /* do not restart: stop, scale-down, or handed over */
     bool recycle_queued;
+    bool drain_queued;             /* retired; its SIGTERM waits for the drain pacer */
+    enum cr_kill_reason drain_why; /* ... and what it is for */
+    char drain_text[64];
     char recycle_text[192]; /* why the queued recycle was asked for */
     uint64_t recycle_after; /* loop ms: no recycle before (a replacement just failed) */
 
@@ -148,6 +151,7 @@ struct cr_supervisor {
     void *io_by_pid; /* tsearch(3) tree of the live generations by pid (worker_io.c) */
     struct cr_wio *reap_head, *reap_tail; /* exits noticed, not reaped yet (worker_io.c) */
     uv_idle_t reap_turn; /* runs while the reap queue is not empty */
+    uv_idle_t drain_turn; /* runs while workers wait for their paced SIGTERM (recycle.c) */
     uv_poll_t notify_poll;
     uv_timer_t notify_batch; /* the poll's pause while messages trickle in (worker_io.c) */
     uint64_t notify_woke_at; /* loop ms of the poll's last wake-up */

@@ -77,8 +77,8 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
         if (!top)
             break;
         if (top->replaced_by)
-            cr_worker_drain(top->replaced_by, CR_KILL_STOP, "scale down");
-        cr_worker_drain(top, CR_KILL_STOP, "scale down");
+            cr_worker_drain_paced(top->replaced_by, CR_KILL_STOP, "scale down");
+        cr_worker_drain_paced(top, CR_KILL_STOP, "scale down");
         have--;
     }
     cr_supervisor_table_changed(sup);
@@ -179,7 +179,7 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
     struct cr_worker *w = sup->workers;
     while (w) {
         struct cr_worker *next = w->next;
-        cr_worker_drain(w, CR_KILL_STOP, "corrald stopping");
+        cr_worker_drain_paced(w, CR_KILL_STOP, "corrald stopping");
         w = next;
     }
     cr_supervisor_maybe_finish(sup);
@@ -226,7 +226,8 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     uv_timer_init(loop, &sup->spare_timer);
     uv_idle_init(loop, &sup->spawn_pacer);
     uv_idle_init(loop, &sup->reap_turn);
-    sup->reap_turn.data = sup;
+    uv_idle_init(loop, &sup->drain_turn);
+    sup->reap_turn.data = sup->drain_turn.data = sup;
     uv_timer_init(loop, &sup->spawn_recheck);
     sup->cg_trash_timer.data = sup->finish_timer.data = sup->spare_timer.data = sup;
     sup->spawn_pacer.data = sup->spawn_recheck.data = sup;

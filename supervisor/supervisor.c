@@ -704,7 +704,7 @@ static void finish_stop(uv_timer_t *t)
                          (uv_handle_t *)&sup->cg_trash_timer,
                          (uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spare_timer,
                          (uv_handle_t *)&sup->spawn_pacer, (uv_handle_t *)&sup->spawn_recheck,
-                         (uv_handle_t *)&sup->reap_turn};
+                         (uv_handle_t *)&sup->reap_turn, (uv_handle_t *)&sup->drain_turn};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
             uv_close(hs[i], close_cb_noop);

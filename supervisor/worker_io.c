@@ -351,7 +351,7 @@ static bool reap(struct cr_worker *w)
  * removes a group (~0.2 ms): reaped in one turn, 740 deaths kept signals,
  * control commands and heartbeats waiting 150 ms. A lone death waits for
  * no one: it is reaped on the turn after it was noticed. */
-#define REAPS_PER_TURN 16
+#define REAPS_PER_TURN 4
 
 static void reap_turn(uv_idle_t *h);
 
