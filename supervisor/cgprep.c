@@ -3,8 +3,10 @@
 #include "cgprep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "cr_cgroup.h"
@@ -17,15 +19,24 @@ struct cr_cg_prep {
     char rel[256];
     unsigned generation;
     uint64_t max, high;
+    int fd_room; /* descriptors the table should hold (see make) */
     struct cr_cgroup *cg;
     int r;
     bool done;
 };
 
-/* In the threadpool. */
+/* In the threadpool. Besides the group, room in the descriptor table:
+ * once corrald has threads (this pool), the kernel grows a shared table
+ * only after an RCU grace period (expand_fdtable), and the loop's open()
+ * or fcntl() that needed the room waited 8-19 ms for it at `scale 1000`.
+ * A dup to the table's future size here makes the pool's thread wait
+ * instead. */
 static void make(uv_work_t *req)
 {
     struct cr_cg_prep *p = req->data;
+    int fd = p->fd_room > 0 ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, p->fd_room) : -1;
+    if (fd >= 0)
+        close(fd);
     p->r = cr_cgroup_open(p->rel, true, &p->cg);
     if (p->r == 0 && p->max)
         p->r = cr_cgroup_set_max(p->cg, p->max);
@@ -80,6 +91,8 @@ void cr_cg_prep_start(struct cr_worker *w, void (*made_cb)(struct cr_supervisor 
     p->w = w;
     p->made = made_cb;
     p->generation = gen;
+    /* ~6 descriptors a worker (docs/architecture.md), twice over. */
+    p->fd_room = 64 + 12 * (int)(sup->target + sup->cfg.spares);
     p->max = sup->cfg.memory_max;
     p->high = sup->cfg.memory_high;
     p->req.data = p;

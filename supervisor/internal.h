@@ -164,6 +164,9 @@ struct cr_supervisor {
     unsigned reload_failed; /* replacements of the running reload that died */
     uv_timer_t finish_timer; /* exits the loop once stopping and empty */
     uv_idle_t spawn_pacer;   /* runs while workers are pending: one spawn per loop turn */
+    unsigned spawn_cap;      /* starting at once, adapted to the loop's turns (spawncap.h) */
+    unsigned spawn_calm;     /* short turns in a row */
+    uint64_t spawn_turn_ns;  /* uv_hrtime of the pacer's last turn; 0 when it was stopped */
     uv_timer_t spawn_recheck; /* pending, but --spawn-parallel workers are starting */
 
     /* cgroups */

@@ -9,14 +9,16 @@
  * mostly fork copying corrald's page tables, and two to eight in a turn
  * held pings for 30 ms), and no more than --spawn-parallel workers are
  * starting (forked, not yet READY=1) at once — the bounded concurrency of
- * lesson 13. A worker slow to get ready stops counting after 250 ms, so
- * one that never says READY cannot hold the queue up. */
+ * lesson 13 — fewer while the loop's turns run long (spawncap.h). A worker
+ * slow to get ready stops counting after 250 ms, so one that never says
+ * READY cannot hold the queue up. */
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "cgprep.h"
 #include "internal.h"
+#include "spawncap.h"
 #include "supervisor.h"
 #include "supervisor_int.h"
 
@@ -84,13 +86,23 @@ static struct cr_worker *next_pending(struct cr_supervisor *sup)
 static void on_spawn_turn(uv_idle_t *h)
 {
     struct cr_supervisor *sup = h->data;
+    /* The time since the last turn is one whole loop turn (the idle phase
+     * makes the poll not block): what a ping or a signal waits for. */
+    uint64_t now = uv_hrtime();
+    if (sup->spawn_turn_ns)
+        sup->spawn_cap = cr_spawn_cap_adapt(sup->spawn_cap, spawn_parallel(sup),
+                                            (now - sup->spawn_turn_ns) / 1000, &sup->spawn_calm);
+    else if (!sup->spawn_cap || sup->spawn_cap > spawn_parallel(sup))
+        sup->spawn_cap = spawn_parallel(sup);
+    sup->spawn_turn_ns = now;
     struct cr_worker *w = sup->stopping ? NULL : next_pending(sup);
-    bool capped = w && starting_now(sup) >= spawn_parallel(sup);
+    bool capped = w && starting_now(sup) >= sup->spawn_cap;
     if (w && !capped && !sup->stopping) {
         cr_worker_event(w, CR_WE_SPAWN_TURN);
         return; /* the next loop turn goes on (and stops when none is left) */
     }
     uv_idle_stop(h);
+    sup->spawn_turn_ns = 0;
     if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
         uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);
 }

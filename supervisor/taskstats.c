@@ -32,20 +32,28 @@ static bool next_attr(struct attrs *a, uint16_t *type, const unsigned char **dat
     return true;
 }
 
-/* The id (u32) inside an AGGR_PID or AGGR_TGID attribute; 0 if none. */
-static pid_t nested_id(const unsigned char *data, size_t len, uint16_t want)
+/* The first attribute of type want holding at least size bytes, copied
+ * into out; false if there is none. */
+static bool find_attr(const unsigned char *data, size_t len, uint16_t want, void *out,
+                      size_t size)
 {
     struct attrs in = {data, len};
     uint16_t type;
     const unsigned char *v;
     size_t vlen;
     while (next_attr(&in, &type, &v, &vlen))
-        if (type == want && vlen >= sizeof(uint32_t)) {
-            uint32_t id;
-            memcpy(&id, v, sizeof(id));
-            return id <= INT32_MAX ? (pid_t)id : 0;
+        if (type == want && vlen >= size) {
+            memcpy(out, v, size);
+            return true;
         }
-    return 0;
+    return false;
+}
+
+/* The id (u32) inside an AGGR_PID or AGGR_TGID attribute; 0 if none. */
+static pid_t nested_id(const unsigned char *data, size_t len, uint16_t want)
+{
+    uint32_t id;
+    return find_attr(data, len, want, &id, sizeof(id)) && id <= INT32_MAX ? (pid_t)id : 0;
 }
 
 size_t cr_taskstats_scan(const void *buf, size_t len, uint16_t family,
@@ -107,17 +115,11 @@ uint16_t cr_taskstats_family_id(const void *buf, size_t len, int *error)
     }
     if (h.nlmsg_type != GENL_ID_CTRL || h.nlmsg_len < NLMSG_LENGTH(GENL_HDRLEN))
         return 0;
-    struct attrs top = {p + NLMSG_LENGTH(GENL_HDRLEN), h.nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN)};
-    uint16_t type;
-    const unsigned char *v;
-    size_t vlen;
-    while (next_attr(&top, &type, &v, &vlen))
-        if (type == CTRL_ATTR_FAMILY_ID && vlen >= sizeof(uint16_t)) {
-            uint16_t id;
-            memcpy(&id, v, sizeof(id));
-            return id;
-        }
-    return 0;
+    uint16_t id;
+    return find_attr(p + NLMSG_LENGTH(GENL_HDRLEN), h.nlmsg_len - NLMSG_LENGTH(GENL_HDRLEN),
+                     CTRL_ATTR_FAMILY_ID, &id, sizeof(id))
+               ? id
+               : 0;
 }
 
 bool cr_taskstats_ack(const void *buf, size_t len, uint32_t seq, int *error)

@@ -149,7 +149,8 @@ def test_scale_ping_cgroups():
 def test_limit_change_during_scale():
     """`set memory-max` while a scale-up is under way: the groups of the
     workers still pending were being made ahead, off the loop, with the old
-    limit (cgprep.c); every worker ends with the new one all the same."""
+    limit (cgprep.c); every worker ends with the new one all the same. The
+    descriptor table was grown ahead, off the loop, too."""
     ct.need_memcg()
     with h.corral_cgroup("pace-limit") as cg:
         c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-limit")
@@ -167,6 +168,11 @@ def test_limit_change_during_scale():
             assert not wrong, wrong
             spawned = count(c.log(), "[spawned] ")
             assert spawned >= 120, spawned
+            # The pool also grew corrald's descriptor table ahead of need
+            # (cgprep.c): room for ~12 a worker, where 120 workers use ~6.
+            with open(f"/proc/{c.proc.pid}/status") as f:
+                fdsize = int(next(l for l in f if l.startswith("FDSize:")).split()[1])
+            assert fdsize >= 64 + 12 * 120, fdsize
         finally:
             c.close()
 
