@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -24,6 +25,24 @@ struct cr_cg_prep {
     int r;
     bool done;
 };
+
+/* Generations never repeat within a slot, even when a new worker takes the
+ * id of one still draining (each has a cgroup of its own), nor when a group
+ * made ahead is dropped: its name stays reserved, so removing it late can
+ * never remove a newer worker's group. */
+unsigned cr_slot_next_generation(struct cr_supervisor *sup, int id)
+{
+    if ((size_t)id >= sup->ngenerations) {
+        size_t n = (size_t)id + 16;
+        unsigned *g = realloc(sup->generations, n * sizeof(*g));
+        if (!g)
+            return 0;
+        memset(g + sup->ngenerations, 0, (n - sup->ngenerations) * sizeof(*g));
+        sup->generations = g;
+        sup->ngenerations = n;
+    }
+    return ++sup->generations[id];
+}
 
 /* In the threadpool. Besides the group, room in the descriptor table:
  * once corrald has threads (this pool), the kernel grows a shared table
@@ -80,10 +99,8 @@ void cr_cg_prep_start(struct cr_worker *w, void (*made_cb)(struct cr_supervisor 
     struct cr_cg_prep *p = calloc(1, sizeof(*p));
     if (!p)
         return; /* the spawn makes it itself */
-    /* The generation the spawn will give it (new_generation), if nothing
-     * else takes one of this slot first; cr_cg_prep_take checks. */
-    unsigned gen = (size_t)w->id < sup->ngenerations ? sup->generations[w->id] + 1 : 1;
-    if (snprintf(p->rel, sizeof(p->rel), "%s/w%d-%u", cr_cgroup_rel(sup->cg_workers), w->id,
+    unsigned gen = cr_slot_next_generation(sup, w->id); /* the spawn's, if it takes the group */
+    if (!gen || snprintf(p->rel, sizeof(p->rel), "%s/w%d-%u", cr_cgroup_rel(sup->cg_workers), w->id,
                  gen) >= (int)sizeof(p->rel)) {
         free(p);
         return;
@@ -103,6 +120,12 @@ void cr_cg_prep_start(struct cr_worker *w, void (*made_cb)(struct cr_supervisor 
     w->prep = p;
 }
 
+unsigned cr_cg_prep_generation(const struct cr_worker *w)
+{
+    const struct cr_cg_prep *p = w->prep;
+    return p && p->done && p->r == 0 ? p->generation : 0;
+}
+
 bool cr_cg_prep_busy(const struct cr_worker *w)
 {
     return w->prep && !w->prep->done;
@@ -120,9 +143,10 @@ void cr_cg_prep_take(struct cr_worker *w)
     }
     const struct cr_config *c = &w->sup->cfg;
     if (p->r < 0 || p->generation != w->generation ||
-        (c->memory_max != p->max && cr_cgroup_set_max(p->cg, c->memory_max) < 0) ||
+        (c->memory_max != p->max &&
+         cr_cgroup_set_max(p->cg, c->memory_max ? c->memory_max : CR_CGROUP_UNLIMITED) < 0) ||
         (c->memory_high != p->high &&
-         (!c->memory_high || cr_cgroup_set_high(p->cg, c->memory_high) < 0))) {
+         cr_cgroup_set_high(p->cg, c->memory_high ? c->memory_high : CR_CGROUP_UNLIMITED) < 0)) {
         discard(p);
         return;
     }

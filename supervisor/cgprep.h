@@ -21,11 +21,17 @@ struct cr_supervisor;
  * no-op when one is made or on its way, or without per-worker cgroups.
  * made(sup) is called on the loop once it is made (and w still wants it). */
 void cr_cg_prep_start(struct cr_worker *w, void (*made)(struct cr_supervisor *sup));
+/* The next generation of slot id (never 0 but on failure: 0). */
+unsigned cr_slot_next_generation(struct cr_supervisor *sup, int id);
+/* The generation reserved for w's group made ahead, if it is made; else 0
+ * (the spawn then takes the next one). */
+unsigned cr_cg_prep_generation(const struct cr_worker *w);
 /* Whether a group is on its way for w, not made yet. */
 bool cr_cg_prep_busy(const struct cr_worker *w);
-/* At the spawn, once w->generation is set: w->cg becomes the made group
- * when it is this generation's (its limits brought up to date); else the
- * made group is removed and w->cg stays NULL. */
+/* At the spawn, once w->generation is set (from cr_cg_prep_generation
+ * when a group was made): w->cg becomes the made group when it is this
+ * generation's (its limits brought up to date); else the made group is
+ * removed and w->cg stays NULL. */
 void cr_cg_prep_take(struct cr_worker *w);
 /* w goes away: its group, made or on its way, is removed once done. */
 void cr_cg_prep_drop(struct cr_worker *w);

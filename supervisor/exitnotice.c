@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "textfile.h"
 
 #define REPLY_WAIT_MS 500
@@ -115,13 +116,19 @@ static void on_readable(uv_poll_t *h, int status, int events)
 {
     struct cr_exitnotice *en = h->data;
     (void)events;
-    if (status < 0)
+    if (status < 0) {
+        cr_log(CR_LOG_WARNING, "exit notices stopped (%s): spares wait for the reap",
+               uv_strerror(status));
+        uv_poll_stop(h);
         return;
+    }
     for (int i = 0; i < MAX_READS_PER_TURN; i++) {
         ssize_t n = recv(en->fd, en->buf, sizeof(en->buf), MSG_DONTWAIT);
         if (n < 0) {
             if (errno == ENOBUFS) { /* the kernel dropped some: their pidfds still tell */
-                en->overruns++;
+                if (!en->overruns++)
+                    cr_log(CR_LOG_NOTICE, "exit notices: the kernel dropped some (its socket "
+                                          "buffer was full); those deaths are seen at the reap");
                 continue;
             }
             if (errno == EINTR)

@@ -167,6 +167,7 @@ struct cr_supervisor {
     unsigned spawn_cap;      /* starting at once, adapted to the loop's turns (spawncap.h) */
     unsigned spawn_calm;     /* short turns in a row */
     uint64_t spawn_turn_ns;  /* uv_hrtime of the pacer's last turn; 0 when it was stopped */
+    uint64_t spawn_quiet_at; /* loop ms when the last pending worker was spawned; 0 = busy */
     uv_timer_t spawn_recheck; /* pending, but --spawn-parallel workers are starting */
 
     /* cgroups */

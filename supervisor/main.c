@@ -38,7 +38,7 @@ struct wiring {
     struct cr_sd *sd;
     struct cr_memwatch *mw;
     struct cr_exitnotice *en; /* while spares are kept */
-    bool en_failed;
+    char en_failed[128];      /* why it could not be opened (not tried again) */
 };
 
 /* A generation's descriptors report to these (worker_io.c). */
@@ -62,24 +62,27 @@ static void exit_notice_sync(struct wiring *wi)
 {
     struct cr_supervisor *sup = wi->sup;
     bool want = sup->cfg.spares > 0 && !sup->cfg.no_exit_notice && !cr_supervisor_stopping(sup);
-    if (want && !wi->en && !wi->en_failed) {
-        char why[128];
+    if (want && !wi->en && !wi->en_failed[0]) {
+        char why[sizeof(wi->en_failed)];
         wi->en = cr_exitnotice_open(sup->loop, on_exit_notice, sup, why, sizeof(why));
         if (wi->en) {
-            snprintf(sup->exit_notice, sizeof(sup->exit_notice), "taskstats");
             cr_log(CR_LOG_INFO, "exit notices: taskstats (a spare takes a dying worker's slot "
                                 "before its memory is freed)");
         } else {
-            wi->en_failed = true; /* the same answer next time: no retry */
-            snprintf(sup->exit_notice, sizeof(sup->exit_notice), "unavailable: %s", why);
+            snprintf(wi->en_failed, sizeof(wi->en_failed), "%s", why);
             cr_log(CR_LOG_NOTICE, "exit notices unavailable (%s): a spare takes a dead worker's "
                                   "slot once it is reaped", why);
         }
-    } else if (!want && wi->en) {
-        cr_exitnotice_close(wi->en);
+    } else if (!want) {
+        cr_exitnotice_close(wi->en); /* NULL: a no-op */
         wi->en = NULL;
-        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "off");
     }
+    if (wi->en)
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "taskstats");
+    else if (want)
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "unavailable: %s", wi->en_failed);
+    else
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "off");
 }
 
 static void on_signal(uv_signal_t *h, int signum)

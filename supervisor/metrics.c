@@ -93,7 +93,8 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
         cr_view_worker(w, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
-        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0) {
+        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0 &&
+            ret->v[ret->n].state != CR_WS_DYING) { /* its heir has its id */
             snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"", ret->v[ret->n].id);
             ret->n++;
         }

@@ -24,6 +24,9 @@
 
 #define SPAWN_SLOW_MS 250
 #define SPAWN_RECHECK_MS 20
+/* Nothing pending this long: the next spawns are a new burst, whatever
+ * the last one did to the cap. */
+#define SPAWN_QUIET_MS 1000
 
 static unsigned spawn_parallel(const struct cr_supervisor *sup)
 {
@@ -92,8 +95,10 @@ static void on_spawn_turn(uv_idle_t *h)
     if (sup->spawn_turn_ns)
         sup->spawn_cap = cr_spawn_cap_adapt(sup->spawn_cap, spawn_parallel(sup),
                                             (now - sup->spawn_turn_ns) / 1000, &sup->spawn_calm);
-    else if (!sup->spawn_cap || sup->spawn_cap > spawn_parallel(sup))
-        sup->spawn_cap = spawn_parallel(sup);
+    else if (!sup->spawn_cap || sup->spawn_cap > spawn_parallel(sup) ||
+             (sup->spawn_quiet_at && cr_now_ms(sup) - sup->spawn_quiet_at > SPAWN_QUIET_MS))
+        sup->spawn_cap = spawn_parallel(sup); /* a new burst starts from the ceiling */
+    sup->spawn_quiet_at = 0;
     sup->spawn_turn_ns = now;
     struct cr_worker *w = sup->stopping ? NULL : next_pending(sup);
     bool capped = w && starting_now(sup) >= sup->spawn_cap;
@@ -103,6 +108,8 @@ static void on_spawn_turn(uv_idle_t *h)
     }
     uv_idle_stop(h);
     sup->spawn_turn_ns = 0;
+    if (!w)
+        sup->spawn_quiet_at = cr_now_ms(sup);
     if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
         uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);
 }

@@ -507,18 +507,29 @@ static enum cr_wevent act_hand_over(struct cr_worker *w)
     if (w->decided_early)
         return NOTHING;
     uint64_t now = cr_now_ms(w->sup);
+    /* Without an heir nothing is gained now: the policy's word is taken
+     * back, and the reap asks it once, as for any death. */
+    struct cr_restart_state restart = w->restart;
+    unsigned restarts = w->restarts;
     bool decided;
     struct cr_worker *heir = promote_early(w, now, &decided);
-    w->decided_early = decided;
-    w->notice_at = now;
-    if (!heir)
+    if (!heir) {
+        w->restart = restart;
+        w->restarts = restarts;
         return NOTHING;
+    }
+    w->decided_early = true;
+    w->notice_at = now;
     w->sup->early_promotions++;
     return CR_WE_HANDED_OVER;
 }
 
 static enum cr_wevent act_await_reap(struct cr_worker *w)
 {
+    /* Not capacity any more: scale, restart, reload and recycles pass it
+     * by; its heir holds the slot. */
+    w->retire_on_exit = true;
+    w->recycle_queued = false;
     cr_log_event(CR_LOG_INFO, "exit-notice", w->id, w->pid, NULL,
                  "worker %d (pid %d) is exiting (kernel exit notice): its heir serves the slot "
                  "while the kernel frees its memory",

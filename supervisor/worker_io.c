@@ -535,28 +535,36 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 
 /* ---- the kernel's exit notices (exitnotice.c) --------------------------- */
 
-/* Whether process pid has one thread (num_threads, the 20th field of its
- * stat; the 2nd, comm, may hold spaces and parentheses). Gone counts as one. */
-static bool single_threaded(pid_t pid)
+#define PF_EXITING 0x4 /* the kernel's task flag, set before the exit message is sent */
+
+/* Whether the process is on its way out, by the stat of its main thread:
+ * the kernel's flags (9th field) say PF_EXITING, and — for a message of the
+ * main thread alone (whole_group false) — no other thread is left
+ * (num_threads, the 20th; the 2nd, comm, may hold spaces and parentheses).
+ * A live worker whose pid the message names is not: a stale message of an
+ * earlier process with the same pid, or the old main thread of a process
+ * that exec'd from another thread (that one took over the pid). */
+static bool exiting(pid_t pid, bool whole_group)
 {
     char path[32], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     if (cr_read_text(path, buf, sizeof(buf)) < 0)
-        return true;
+        return false; /* not ours to judge: the reap tells */
     const char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 20; field++)
+    unsigned long flags = 0;
+    for (int field = 2; p && field < 20; field++) {
         p = strchr(p + 1, ' ');
-    return !p || strtol(p + 1, NULL, 10) <= 1;
+        if (p && field == 8)
+            flags = strtoul(p + 1, NULL, 10);
+    }
+    return p && (flags & PF_EXITING) && (whole_group || strtol(p + 1, NULL, 10) <= 1);
 }
 
 void cr_io_exit_notice(struct cr_supervisor *sup, const struct cr_taskstats_exit *e)
 {
-    struct cr_worker *w;
-    if (e->whole_group)
-        w = by_main_pid(sup, e->tgid);
-    else /* a main thread alone: the process's death only if it had no other */
-        w = (w = by_main_pid(sup, e->pid)) && single_threaded(e->pid) ? w : NULL;
-    if (w)
+    pid_t pid = e->whole_group ? e->tgid : e->pid;
+    struct cr_worker *w = by_main_pid(sup, pid);
+    if (w && exiting(pid, e->whole_group))
         sup->io_sink->exit_notice(w);
 }
 

@@ -194,27 +194,13 @@ static uint64_t jitter(uint64_t max)
     return max ? (uint64_t)random() % (max + 1) : 0;
 }
 
-/* Generations never repeat within a slot, even when a new worker takes the
- * id of one still draining: each has a cgroup of its own. */
-static unsigned next_generation(struct cr_supervisor *sup, int id)
-{
-    if ((size_t)id >= sup->ngenerations) {
-        size_t n = (size_t)id + 16;
-        unsigned *g = realloc(sup->generations, n * sizeof(*g));
-        if (!g)
-            return 0;
-        memset(g + sup->ngenerations, 0, (n - sup->ngenerations) * sizeof(*g));
-        sup->generations = g;
-        sup->ngenerations = n;
-    }
-    return ++sup->generations[id];
-}
-
 /* A new generation starts with none of the last one's readings. */
 static void new_generation(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    unsigned gen = next_generation(sup, w->id);
+    unsigned gen = cr_cg_prep_generation(w); /* reserved for the group made ahead */
+    if (!gen)
+        gen = cr_slot_next_generation(sup, w->id);
     w->generation = gen ? gen : w->generation + 1;
     w->pid = 0;
     w->exec_errno = 0;

@@ -66,6 +66,10 @@ static void make_after(uv_work_t *req, int status)
 {
     struct cr_datafile *d = req->data;
     int r = status < 0 ? status : d->make_result;
+    if (r >= 0 && d->done) { /* the worker is going; nobody will read it */
+        close(r);
+        r = -ECANCELED;
+    }
     if (r >= 0) {
         d->fd = r;
         d->state = CR_DATAFILE_READY;
@@ -105,6 +109,7 @@ int cr_datafile_use(struct cr_datafile *d, struct cr_datafile_wait *w, cr_datafi
 
 void cr_datafile_done(struct cr_datafile *d)
 {
+    d->done = true;
     if (d->fd >= 0)
         close(d->fd);
     d->fd = -1;

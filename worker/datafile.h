@@ -7,6 +7,7 @@
  * else mkstemp + unlink), so no exit path can leave it behind. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -35,6 +36,7 @@ struct cr_datafile {
     enum cr_datafile_state state;
     uv_work_t work;
     struct cr_datafile_wait *waiters, **tail;
+    bool done; /* cr_datafile_done() ran: a file made after it is closed */
 };
 
 void cr_datafile_init(struct cr_datafile *d, uv_loop_t *loop, size_t size);

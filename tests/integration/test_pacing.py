@@ -177,6 +177,32 @@ def test_limit_change_during_scale():
             c.close()
 
 
+def test_limit_off_during_scale():
+    """`set memory-max 0` (no limit) while groups are made ahead: no worker
+    starts under a 0-byte limit; every group ends unlimited."""
+    ct.need_memcg()
+    with h.corral_cgroup("pace-nolimit") as cg:
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-nolimit")
+        try:
+            inst = instance_of(c)
+            assert c.ctl("scale", workers=120)["ok"]
+            ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
+            r = c.ctl("set", key="memory-max", value="0")
+            assert r["ok"], r
+            c.wait_ready(120, 60)
+            f = "memory.limit_in_bytes" if cg.layout == "v1" else "memory.max"
+            limited = {}
+            for g in worker_groups(cg, inst):
+                with open(os.path.join(cg.path, "workers", inst, g, f)) as fh:
+                    v = fh.read().strip()
+                if v != "max" and int(v) < (1 << 62):
+                    limited[g] = v
+            assert not limited, limited
+            assert not c.history(), c.history()[:3]
+        finally:
+            c.close()
+
+
 def test_start_term_counts():
     """--workers 200 and SIGTERM at once: the stop cancels the queued spawns
     and says how many; every started worker is drained and counted."""

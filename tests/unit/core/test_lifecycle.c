@@ -301,6 +301,37 @@ static struct cr_restart_decision die_served(struct cr_restart_state *st, uint64
                                                .served_ms = served});
 }
 
+/* The kernel's exit notice: only a serving worker (ready, blocked, or
+ * being killed for a hang) is handed over, it stays where it is until a
+ * spare took its slot, and `dying` ends only by its reap (or its deadline,
+ * which kills it again); it hears nothing else, the drain included. */
+static void test_exit_notice_cells(void **state)
+{
+    EACH_STATE(s) {
+        const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_EXIT_NOTICE);
+        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED || s == CR_WS_KILLING;
+        if (!t != !serving)
+            fail_msg("%s × exit-notice: %s", S(s), t ? "has a cell" : "has no cell");
+        if (t && (t->next != s || t->action != CR_WA_HAND_OVER))
+            fail_msg("%s × exit-notice must stay and hand over", S(s));
+        t = cr_lifecycle_step(s, CR_WE_HANDED_OVER);
+        if (!t != !serving || (t && (t->next != CR_WS_DYING || t->action != CR_WA_AWAIT_REAP)))
+            fail_msg("%s × handed-over", S(s));
+    }
+    EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(CR_WS_DYING, e);
+        if (e == CR_WE_EXIT)
+            assert_true(t && t->next == CR_WS_EXITED && t->action == CR_WA_REAP);
+        else if (e == CR_WE_DEADLINE)
+            assert_true(t && t->next == CR_WS_DYING && t->action == CR_WA_KILL_DYING);
+        else if (t)
+            fail_msg("dying × %s has a cell", E(e));
+    }
+    assert_true(cr_wstate_has_process(CR_WS_DYING));
+    assert_false(cr_wstate_spare(CR_WS_DYING));
+    assert_non_null(cr_wstate_deadline(CR_WS_DYING));
+}
+
 static void test_backoff_arithmetic(void **state)
 {
     assert_int_equal(cr_backoff_delay(&P, 1), 0); /* a lone death: at once */
@@ -503,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_a_life),
         cmocka_unit_test(test_ignored_events),
+        cmocka_unit_test(test_exit_notice_cells),
         cmocka_unit_test(test_backoff_arithmetic),
         cmocka_unit_test(test_restart_policy),
         cmocka_unit_test(test_window_ages_out),

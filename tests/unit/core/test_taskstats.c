@@ -132,7 +132,9 @@ static void test_truncated_and_malformed(void **state)
     struct msg m = {0};
     exit_msg(&m, FAMILY, 500, 500);
     struct seen s = {0};
-    /* Every prefix of a valid message: no crash, no exit from a cut one. */
+    /* Every prefix of a valid message, its length cut to match: no crash;
+     * the group part is found only when it is whole, and nothing but the
+     * message's own ids ever comes out. */
     for (size_t cut = 0; cut < m.len; cut++) {
         unsigned char copy[2048];
         memcpy(copy, m.b, cut);
@@ -144,9 +146,17 @@ static void test_truncated_and_malformed(void **state)
         }
         s.n = 0;
         cr_taskstats_scan(copy, cut, FAMILY, collect, &s);
-        for (size_t i = 0; i < s.n; i++)
-            assert_true(s.e[i].pid == 500 || s.e[i].tgid == 500);
+        assert_true(s.n <= 1);
+        for (size_t i = 0; i < s.n; i++) {
+            assert_true(s.e[i].pid == 500);
+            assert_true(s.e[i].tgid == 0 || s.e[i].tgid == 500);
+            if (s.e[i].whole_group)
+                assert_true(cut >= m.len - NLA_ALIGN(sizeof(struct taskstats)) - NLA_HDRLEN);
+        }
     }
+    s.n = 0;
+    assert_int_equal(cr_taskstats_scan(m.b, m.len, FAMILY, collect, &s), 1);
+    assert_true(s.e[0].whole_group);
     /* An attribute longer than its message. */
     struct msg bad = m;
     struct nlattr a;
@@ -157,6 +167,7 @@ static void test_truncated_and_malformed(void **state)
     s.n = 0;
     assert_int_equal(cr_taskstats_scan(bad.b, bad.len, FAMILY, collect, &s), 0);
     /* A message length beyond the buffer, or below a header. */
+    bad = m;
     struct nlmsghdr h;
     memcpy(&h, m.b, sizeof(h));
     h.nlmsg_len = (uint32_t)m.len + 4;
