@@ -42,7 +42,7 @@ void cr_worker_recycle(struct cr_worker *w, const char *why);
 /* Asks a worker to go away for good (stop, scale-down, handed over). */
 void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text);
 /* The same for many at once (a stop, a scale-down): w retires now, and its
- * SIGTERM is sent from a later loop turn, at most 16 a turn. A worker
+ * SIGTERM is sent from a later loop turn, at most 4 a turn. A worker
  * without a process goes at once. */
 void cr_worker_drain_paced(struct cr_worker *w, enum cr_kill_reason why, const char *text);
 
