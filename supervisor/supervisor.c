@@ -35,6 +35,11 @@
 static void on_deadline(uv_timer_t *t)
 {
     struct cr_worker *w = t->data;
+    uint64_t now = cr_now_ms(w->sup);
+    if (w->deadline_at > now) { /* pushed on since it was armed (act_arm_watchdog) */
+        uv_timer_start(t, on_deadline, w->deadline_at - now, 0);
+        return;
+    }
     w->deadline_at = 0;
     cr_worker_event(w, CR_WE_DEADLINE);
 }
@@ -262,9 +267,18 @@ static enum cr_wevent act_starting_deadline(struct cr_worker *w)
     return w->announced || w->exec_errno ? CR_WE_START_TIMEOUT : CR_WE_ASSUME_READY;
 }
 
+/* A heartbeat of a ready worker: its watchdog deadline moves on. Only the
+ * due time is moved; the timer keeps its earlier one and, when it fires,
+ * waits again for what is left (on_deadline): 256 workers beating once a
+ * second were 256 timer-heap updates a second, 7 % of idle corrald. */
 static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
 {
-    cr_worker_arm_watchdog(w);
+    const struct cr_config *c = &w->sup->cfg;
+    if (c->watchdog_ms && w->heartbeats && w->deadline_at &&
+        uv_is_active((uv_handle_t *)&w->deadline))
+        w->deadline_at = cr_now_ms(w->sup) + c->watchdog_ms;
+    else
+        cr_worker_arm_watchdog(w);
     return NOTHING;
 }
 
