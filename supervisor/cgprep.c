@@ -142,11 +142,12 @@ void cr_cg_prep_take(struct cr_worker *w)
         return;
     }
     const struct cr_config *c = &w->sup->cfg;
+    int high = c->memory_high == p->high ? 0
+               : cr_cgroup_set_high(p->cg, c->memory_high ? c->memory_high : CR_CGROUP_UNLIMITED);
     if (p->r < 0 || p->generation != w->generation ||
         (c->memory_max != p->max &&
          cr_cgroup_set_max(p->cg, c->memory_max ? c->memory_max : CR_CGROUP_UNLIMITED) < 0) ||
-        (c->memory_high != p->high &&
-         cr_cgroup_set_high(p->cg, c->memory_high ? c->memory_high : CR_CGROUP_UNLIMITED) < 0)) {
+        (high < 0 && high != -EOPNOTSUPP)) { /* v1 has no memory.high */
         discard(p);
         return;
     }

@@ -29,6 +29,7 @@ struct cr_exitnotice {
     cr_exitnotice_fn fn;
     void *ctx;
     unsigned long long count, overruns;
+    char failed[96]; /* why the poll stopped; empty while it runs */
     unsigned char buf[16384];
 };
 
@@ -119,6 +120,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
     if (status < 0) {
         cr_log(CR_LOG_WARNING, "exit notices stopped (%s): spares wait for the reap",
                uv_strerror(status));
+        snprintf(en->failed, sizeof(en->failed), "%s", uv_strerror(status));
         uv_poll_stop(h);
         return;
     }
@@ -196,6 +198,11 @@ void cr_exitnotice_close(struct cr_exitnotice *en)
         return;
     (void)listen_cpus(en, false); /* the kernel also drops it with the socket */
     uv_close((uv_handle_t *)&en->poll, closed);
+}
+
+const char *cr_exitnotice_failed(const struct cr_exitnotice *en)
+{
+    return en && en->failed[0] ? en->failed : NULL;
 }
 
 unsigned long long cr_exitnotice_count(const struct cr_exitnotice *en)

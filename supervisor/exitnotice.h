@@ -28,6 +28,8 @@ struct cr_exitnotice *cr_exitnotice_open(uv_loop_t *loop, cr_exitnotice_fn fn, v
                                          char *why, size_t whylen);
 /* Deregisters and closes; NULL is a no-op. */
 void cr_exitnotice_close(struct cr_exitnotice *en);
+/* Why the socket stopped being read (a poll error), or NULL while it is. */
+const char *cr_exitnotice_failed(const struct cr_exitnotice *en);
 /* Messages that told of an exit, and batches the kernel dropped because
  * the socket buffer was full. */
 unsigned long long cr_exitnotice_count(const struct cr_exitnotice *en);

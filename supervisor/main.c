@@ -77,7 +77,10 @@ static void exit_notice_sync(struct wiring *wi)
         cr_exitnotice_close(wi->en); /* NULL: a no-op */
         wi->en = NULL;
     }
-    if (wi->en)
+    if (wi->en && cr_exitnotice_failed(wi->en))
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "stopped: %s",
+                 cr_exitnotice_failed(wi->en));
+    else if (wi->en)
         snprintf(sup->exit_notice, sizeof(sup->exit_notice), "taskstats");
     else if (want)
         snprintf(sup->exit_notice, sizeof(sup->exit_notice), "unavailable: %s", wi->en_failed);

@@ -61,6 +61,14 @@ static void on_spawn_recheck(uv_timer_t *t)
     pacer_run(t->data);
 }
 
+static bool any_pending(const struct cr_supervisor *sup)
+{
+    for (const struct cr_worker *w = sup->workers; w; w = w->next)
+        if (w->state == CR_WS_PENDING)
+            return true;
+    return false;
+}
+
 /* A pending worker's group was made (cgprep.c): its turn may come now. */
 static void group_made(struct cr_supervisor *sup)
 {
@@ -108,7 +116,7 @@ static void on_spawn_turn(uv_idle_t *h)
     }
     uv_idle_stop(h);
     sup->spawn_turn_ns = 0;
-    if (!w)
+    if (!w && !any_pending(sup)) /* not while groups are still being made */
         sup->spawn_quiet_at = cr_now_ms(sup);
     if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
         uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);

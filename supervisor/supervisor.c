@@ -274,8 +274,10 @@ static enum cr_wevent act_starting_deadline(struct cr_worker *w)
 static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
+    /* Only later: a watchdog lowered by `set` must re-arm the timer. */
     if (c->watchdog_ms && w->heartbeats && w->deadline_at &&
-        uv_is_active((uv_handle_t *)&w->deadline))
+        uv_is_active((uv_handle_t *)&w->deadline) &&
+        c->watchdog_ms >= uv_timer_get_due_in(&w->deadline))
         w->deadline_at = cr_now_ms(w->sup) + c->watchdog_ms;
     else
         cr_worker_arm_watchdog(w);

@@ -110,6 +110,7 @@ int cr_datafile_use(struct cr_datafile *d, struct cr_datafile_wait *w, cr_datafi
 void cr_datafile_done(struct cr_datafile *d)
 {
     d->done = true;
+    d->state = CR_DATAFILE_OFF;
     if (d->fd >= 0)
         close(d->fd);
     d->fd = -1;

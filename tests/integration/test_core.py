@@ -199,6 +199,24 @@ def test_hang_kill():
         c.close()
 
 
+def test_watchdog_lowered_live():
+    """`set watchdog 1` on a worker armed with a 1 h watchdog: the next
+    heartbeat re-arms the timer, so a hang is flagged within seconds, not an
+    hour later (a heartbeat otherwise only moves the due time on)."""
+    c = ct.Corrald("--watchdog", "3600", "--hang-timeout", "0", workers=1,
+                   command=[ct.WORKER, "--report-interval", "250"])
+    try:
+        time.sleep(0.6)  # heartbeats under the 1 h watchdog
+        r = c.ctl("set", key="watchdog", value="1")
+        assert r["ok"], r
+        time.sleep(0.6)  # a heartbeat under the new one
+        import threading
+        threading.Thread(target=lambda: c.get("/heavy?ms=4000", timeout=10), daemon=True).start()
+        ct.wait_for(lambda: c.workers()[0]["state"] == "blocked", 3.5, what="state blocked")
+    finally:
+        c.close()
+
+
 def test_exec_missing():
     """A program that cannot be executed at all refuses start-up: corrald
     exits non-zero within a second with one error line, nothing stays bound."""

@@ -161,7 +161,11 @@ def test_limit_change_during_scale():
             ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
             r = c.ctl("set", key="memory-max", value="80M")
             assert r["ok"], r
+            before = count(c.log(), "[spawned] ")
             c.wait_ready(120, 60)
+            # Spawns after the change: groups made ahead with the old limit
+            # were taken (else the test proves nothing).
+            assert count(c.log(), "[spawned] ") > before, before
             groups = [g for g in worker_groups(cg, inst) if g.startswith("w")]
             assert len(groups) == 120, groups
             wrong = {g: limit_of(cg, inst, g) for g in groups if limit_of(cg, inst, g) != 80 << 20}
@@ -189,7 +193,9 @@ def test_limit_off_during_scale():
             ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
             r = c.ctl("set", key="memory-max", value="0")
             assert r["ok"], r
+            before = count(c.log(), "[spawned] ")
             c.wait_ready(120, 60)
+            assert count(c.log(), "[spawned] ") > before, before
             f = "memory.limit_in_bytes" if cg.layout == "v1" else "memory.max"
             limited = {}
             for g in worker_groups(cg, inst):
