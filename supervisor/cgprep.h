@@ -13,9 +13,8 @@
 
 #include <stdbool.h>
 
-struct cr_worker;
-
 struct cr_supervisor;
+struct cr_worker;
 
 /* Starts making the group of w's next generation in the threadpool; a
  * no-op when one is made or on its way, or without per-worker cgroups.

@@ -28,7 +28,7 @@ struct cr_exitnotice {
     char cpulist[256];
     cr_exitnotice_fn fn;
     void *ctx;
-    unsigned long long count, overruns;
+    bool dropped; /* the kernel dropped messages once (logged once) */
     char failed[96]; /* why the poll stopped; empty while it runs */
     unsigned char buf[16384];
 };
@@ -128,16 +128,17 @@ static void on_readable(uv_poll_t *h, int status, int events)
         ssize_t n = recv(en->fd, en->buf, sizeof(en->buf), MSG_DONTWAIT);
         if (n < 0) {
             if (errno == ENOBUFS) { /* the kernel dropped some: their pidfds still tell */
-                if (!en->overruns++)
+                if (!en->dropped)
                     cr_log(CR_LOG_NOTICE, "exit notices: the kernel dropped some (its socket "
                                           "buffer was full); those deaths are seen at the reap");
+                en->dropped = true;
                 continue;
             }
             if (errno == EINTR)
                 continue;
             return; /* EAGAIN: all read */
         }
-        en->count += cr_taskstats_scan(en->buf, (size_t)n, en->family, en->fn, en->ctx);
+        cr_taskstats_scan(en->buf, (size_t)n, en->family, en->fn, en->ctx);
     }
 }
 
@@ -203,14 +204,4 @@ void cr_exitnotice_close(struct cr_exitnotice *en)
 const char *cr_exitnotice_failed(const struct cr_exitnotice *en)
 {
     return en && en->failed[0] ? en->failed : NULL;
-}
-
-unsigned long long cr_exitnotice_count(const struct cr_exitnotice *en)
-{
-    return en ? en->count : 0;
-}
-
-unsigned long long cr_exitnotice_overruns(const struct cr_exitnotice *en)
-{
-    return en ? en->overruns : 0;
 }

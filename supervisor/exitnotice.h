@@ -30,7 +30,3 @@ struct cr_exitnotice *cr_exitnotice_open(uv_loop_t *loop, cr_exitnotice_fn fn, v
 void cr_exitnotice_close(struct cr_exitnotice *en);
 /* Why the socket stopped being read (a poll error), or NULL while it is. */
 const char *cr_exitnotice_failed(const struct cr_exitnotice *en);
-/* Messages that told of an exit, and batches the kernel dropped because
- * the socket buffer was full. */
-unsigned long long cr_exitnotice_count(const struct cr_exitnotice *en);
-unsigned long long cr_exitnotice_overruns(const struct cr_exitnotice *en);

@@ -17,6 +17,7 @@
 #include "cr_cgroup.h"
 #include "internal.h"
 #include "log.h"
+#include "textfile.h"
 #include "worker_io.h"
 
 void cr_freeze_setup(struct cr_supervisor *sup)
@@ -101,16 +102,12 @@ int cr_freeze_set(struct cr_worker *w, bool frozen)
  * /proc/<pid>/stat's state says 'T' (stopped) from then on. */
 static int stopped(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the name may hold anything but ends at the last ')' */
-    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+    char buf[512];
+    errno = 0;
+    const char *state = cr_proc_stat(pid, buf, sizeof(buf));
+    if (!state)
+        return errno ? -errno : -EIO;
+    return *state == 'T' || *state == 't';
 }
 
 int cr_freeze_done(struct cr_worker *w)

@@ -97,8 +97,7 @@ struct cr_worker {
     /* Slot-level restart bookkeeping (moves to the replacement). */
     struct cr_restart_state restart;
     struct cr_restart_decision decision; /* the policy's last word, for the cell it leads to */
-    bool decided_early;  /* decision was taken on the kernel's exit notice, before the reap */
-    uint64_t notice_at;  /* loop ms of that exit notice; 0 = none */
+    uint64_t notice_at;  /* loop ms of its exit notice (state dying: decision already taken) */
     unsigned restarts;
     unsigned oom_kills; /* kernel OOM kills of this slot, all generations */
     uint64_t max_requests; /* this generation's cap with jitter, 0 = none */
@@ -194,7 +193,7 @@ struct cr_supervisor {
     uv_timer_t spare_timer;       /* starts the next spare once spare_not_before passed */
     unsigned promotions;
     unsigned early_promotions; /* of them, on the kernel's exit notice (before the reap) */
-    char exit_notice[160];     /* "taskstats", "off", or "unavailable: <why>" (main.c) */
+    char exit_notice[160];     /* "taskstats", "off", "unavailable: <why>", "stopped: <why>" (main.c) */
 
 
     unsigned long orphans_reaped; /* re-parented descendants of workers, reaped */

@@ -113,10 +113,12 @@ static void worker_remove(struct cr_worker *w)
 
 struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id)
 {
-    /* The slot's owner: the process not on its way out. */
+    /* The slot's owner: the process not on its way out (a replaced, dying
+     * or just reaped one). */
     struct cr_worker *found = NULL;
     for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->id == id && !w->replaces && !w->closing && w->state != CR_WS_DYING)
+        if (w->id == id && !w->replaces && !w->closing && w->state != CR_WS_DYING &&
+            w->state != CR_WS_EXITED)
             found = w;
     return found;
 }
@@ -448,18 +450,11 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
-    bool decided = w->decided_early;
-    w->decided_early = false; /* the struct may live on as the slot's next generation */
+    /* Dying: its slot went to a spare on the exit notice, the policy asked. */
+    bool dying = w->prev == CR_WS_DYING, decided = dying;
     w->notice_at = 0;
-    struct cr_worker *heir = NULL;
-    if (w->prev == CR_WS_DYING) { /* its slot went to a spare on the exit notice */
-        for (struct cr_worker *s = sup->workers; s; s = s->next)
-            if (s != w && s->id == w->id && !s->replaces && !s->closing &&
-                s->state != CR_WS_DYING)
-                heir = s;
-    }
-    else if (!decided)
-        heir = promote_early(w, now, &decided);
+    struct cr_worker *heir = dying ? cr_supervisor_worker(sup, w->id)
+                                   : promote_early(w, now, &decided);
     struct cr_postmortem *pm = record_death(w, now);
     bool exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
     struct cr_life life = {
@@ -477,7 +472,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     cr_pacer_kick(sup);
 
     /* What follows the death. */
-    if (heir || w->prev == CR_WS_DYING) { /* a spare took the slot before the post-mortem */
+    if (heir || dying) { /* a spare took the slot before the post-mortem */
         if (!heir)
             return CR_WE_RETIRE; /* the heir is gone too: its own death restarts the slot */
         heir->oom_kills = w->oom_kills;
@@ -520,8 +515,6 @@ static enum cr_wevent act_reap(struct cr_worker *w)
  * nothing changes: the reap decides as always. */
 static enum cr_wevent act_hand_over(struct cr_worker *w)
 {
-    if (w->decided_early)
-        return NOTHING;
     uint64_t now = cr_now_ms(w->sup);
     /* Without an heir nothing is gained now: the policy's word is taken
      * back, and the reap asks it once, as for any death. */
@@ -534,7 +527,6 @@ static enum cr_wevent act_hand_over(struct cr_worker *w)
         w->restarts = restarts;
         return NOTHING;
     }
-    w->decided_early = true;
     w->notice_at = now;
     w->sup->early_promotions++;
     return CR_WE_HANDED_OVER;

@@ -5,6 +5,7 @@
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
 #include <linux/taskstats.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The attributes of one level, each checked to lie inside the level. */
@@ -120,6 +121,22 @@ uint16_t cr_taskstats_family_id(const void *buf, size_t len, int *error)
                      CTRL_ATTR_FAMILY_ID, &id, sizeof(id))
                ? id
                : 0;
+}
+
+#define PF_EXITING 0x4 /* include/linux/sched.h */
+
+bool cr_taskstats_exiting(const char *stat, bool whole_group)
+{
+    const char *p = stat;
+    unsigned long flags = 0;
+    for (int field = 3; p && field < 20; field++) { /* p: the start of field + 1 after */
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+        if (p && field == 8)
+            flags = strtoul(p, NULL, 10);
+    }
+    return p && (flags & PF_EXITING) && (whole_group || strtol(p, NULL, 10) <= 1);
 }
 
 bool cr_taskstats_ack(const void *buf, size_t len, uint32_t seq, int *error)

@@ -37,6 +37,14 @@ size_t cr_taskstats_scan(const void *buf, size_t len, uint16_t family,
  * gets a netlink error (negative errno) if the answer is one, else 0. */
 uint16_t cr_taskstats_family_id(const void *buf, size_t len, int *error);
 
+/* Whether a process whose exit message came is on its way out, from the
+ * stat of its main thread (/proc/<pid>/stat from the third field on, as
+ * cr_proc_stat gives it): the kernel's flags (9th field) hold PF_EXITING,
+ * set before the message is sent, and — for a message of the main thread
+ * alone (whole_group false) — no other thread is left (num_threads, the
+ * 20th). */
+bool cr_taskstats_exiting(const char *stat, bool whole_group);
+
 /* Whether buf holds the kernel's answer (NLMSG_ERROR) to request seq;
  * *error gets its code: 0 for an acknowledgement, else a negative errno. */
 bool cr_taskstats_ack(const void *buf, size_t len, uint32_t seq, int *error);

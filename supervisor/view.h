@@ -78,7 +78,7 @@ struct cr_supervisor_view {
     unsigned spares_target, spares_frozen, spares_starting; /* starting: forked or freezing */
     unsigned promotions;   /* spares that took a dead worker's slot */
     unsigned early_promotions; /* of them, on the kernel's exit notice, before the reap */
-    const char *exit_notice;   /* "taskstats", "off", or "unavailable: <why>" */
+    const char *exit_notice;   /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
     const char *freezer;   /* how spares are frozen: "cgroup.freeze", "v1-freezer", "SIGSTOP" */
 };
 

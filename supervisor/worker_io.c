@@ -535,36 +535,17 @@ static struct cr_worker *by_pid(struct cr_supervisor *sup, pid_t pid)
 
 /* ---- the kernel's exit notices (exitnotice.c) --------------------------- */
 
-#define PF_EXITING 0x4 /* the kernel's task flag, set before the exit message is sent */
-
-/* Whether the process is on its way out, by the stat of its main thread:
- * the kernel's flags (9th field) say PF_EXITING, and — for a message of the
- * main thread alone (whole_group false) — no other thread is left
- * (num_threads, the 20th; the 2nd, comm, may hold spaces and parentheses).
- * A live worker whose pid the message names is not: a stale message of an
- * earlier process with the same pid, or the old main thread of a process
- * that exec'd from another thread (that one took over the pid). */
-static bool exiting(pid_t pid, bool whole_group)
-{
-    char path[32], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if (cr_read_text(path, buf, sizeof(buf)) < 0)
-        return false; /* not ours to judge: the reap tells */
-    const char *p = strrchr(buf, ')');
-    unsigned long flags = 0;
-    for (int field = 2; p && field < 20; field++) {
-        p = strchr(p + 1, ' ');
-        if (p && field == 8)
-            flags = strtoul(p + 1, NULL, 10);
-    }
-    return p && (flags & PF_EXITING) && (whole_group || strtol(p + 1, NULL, 10) <= 1);
-}
-
+/* A live worker whose pid a message names is not exiting (a stale message
+ * of an earlier process with the same pid, or the old main thread of a
+ * process that exec'd from another thread): its stat says so
+ * (cr_taskstats_exiting). No stat: not ours to judge, the reap tells. */
 void cr_io_exit_notice(struct cr_supervisor *sup, const struct cr_taskstats_exit *e)
 {
     pid_t pid = e->whole_group ? e->tgid : e->pid;
     struct cr_worker *w = by_main_pid(sup, pid);
-    if (w && exiting(pid, e->whole_group))
+    char buf[1024];
+    const char *stat = w ? cr_proc_stat(pid, buf, sizeof(buf)) : NULL;
+    if (stat && cr_taskstats_exiting(stat, e->whole_group))
         sup->io_sink->exit_notice(w);
 }
 

@@ -146,6 +146,19 @@ def test_scale_ping_cgroups():
             c.close()
 
 
+def set_limit_mid_scale(c, value):
+    """scale 120, `set memory-max value` after 10 spawns, wait for all 120;
+    asserts spawns came after the change (groups made ahead with the old
+    limit were taken: else the caller's test proves nothing)."""
+    assert c.ctl("scale", workers=120)["ok"]
+    ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
+    r = c.ctl("set", key="memory-max", value=value)
+    assert r["ok"], r
+    before = count(c.log(), "[spawned] ")
+    c.wait_ready(120, 60)
+    assert count(c.log(), "[spawned] ") > before, before
+
+
 def test_limit_change_during_scale():
     """`set memory-max` while a scale-up is under way: the groups of the
     workers still pending were being made ahead, off the loop, with the old
@@ -156,16 +169,7 @@ def test_limit_change_during_scale():
         c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-limit")
         try:
             inst = instance_of(c)
-            r = c.ctl("scale", workers=120)
-            assert r["ok"], r
-            ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
-            r = c.ctl("set", key="memory-max", value="80M")
-            assert r["ok"], r
-            before = count(c.log(), "[spawned] ")
-            c.wait_ready(120, 60)
-            # Spawns after the change: groups made ahead with the old limit
-            # were taken (else the test proves nothing).
-            assert count(c.log(), "[spawned] ") > before, before
+            set_limit_mid_scale(c, "80M")
             groups = [g for g in worker_groups(cg, inst) if g.startswith("w")]
             assert len(groups) == 120, groups
             wrong = {g: limit_of(cg, inst, g) for g in groups if limit_of(cg, inst, g) != 80 << 20}
@@ -189,13 +193,7 @@ def test_limit_off_during_scale():
         c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-nolimit")
         try:
             inst = instance_of(c)
-            assert c.ctl("scale", workers=120)["ok"]
-            ct.wait_for(lambda: count(c.log(), "[spawned] ") >= 10, 30, what="10 spawns")
-            r = c.ctl("set", key="memory-max", value="0")
-            assert r["ok"], r
-            before = count(c.log(), "[spawned] ")
-            c.wait_ready(120, 60)
-            assert count(c.log(), "[spawned] ") > before, before
+            set_limit_mid_scale(c, "0")
             f = "memory.limit_in_bytes" if cg.layout == "v1" else "memory.max"
             limited = {}
             for g in worker_groups(cg, inst):

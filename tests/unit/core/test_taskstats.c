@@ -251,6 +251,27 @@ static void test_family_and_ack(void **state)
     assert_int_equal(error, 0);
 }
 
+/* /proc/<pid>/stat from its third field: state ppid pgrp session tty_nr
+ * tpgid flags ... num_threads (20th). tpgid -1 (no terminal) sits right
+ * before the flags: misread, it would look like every flag. */
+static void test_exiting(void **state)
+{
+    (void)state;
+    const char *running = "S 1 10 10 0 -1 4194560 300 0 0 0 5 3 0 0 20 0 1 0 100";
+    const char *dying = "R 1 10 10 0 -1 4194564 300 0 0 0 5 3 0 0 20 0 1 0 100";
+    const char *dying_threads = "R 1 10 10 0 -1 4194564 300 0 0 0 5 3 0 0 20 0 7 0 100";
+    assert_false(cr_taskstats_exiting(running, true));
+    assert_false(cr_taskstats_exiting(running, false));
+    assert_true(cr_taskstats_exiting(dying, true));
+    assert_true(cr_taskstats_exiting(dying, false));
+    /* The main thread alone, others left: the process goes on. */
+    assert_true(cr_taskstats_exiting(dying_threads, true));
+    assert_false(cr_taskstats_exiting(dying_threads, false));
+    /* Cut short before num_threads. */
+    assert_false(cr_taskstats_exiting("R 1 10 10 0 -1 4194564 300", true));
+    assert_false(cr_taskstats_exiting("", true));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +280,7 @@ int main(void)
         cmocka_unit_test(test_truncated_and_malformed),
         cmocka_unit_test(test_requests),
         cmocka_unit_test(test_family_and_ack),
+        cmocka_unit_test(test_exiting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
