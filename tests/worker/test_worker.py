@@ -413,8 +413,12 @@ def case_file():
     with Worker(["--file-size", "4M"]) as w:
         # The data is made on first use (not at start-up): no temp file yet;
         # requests arriving while it is written all wait for it.
-        fds = os.listdir("/proc/%d/fd" % w.proc.pid)
-        links = [os.readlink("/proc/%d/fd/%s" % (w.proc.pid, f)) for f in fds]
+        links = []
+        for f in os.listdir("/proc/%d/fd" % w.proc.pid):
+            try:  # a connection (the readiness probe's) may close meanwhile
+                links.append(os.readlink("/proc/%d/fd/%s" % (w.proc.pid, f)))
+            except FileNotFoundError:
+                pass
         check(not [x for x in links if "(deleted)" in x], "file made at start: %r" % links)
         res = parallel(w, ["/file?mb=2"] * 4)
         for _, _, r in res:
