@@ -16,6 +16,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "textfile.h"
+
 #include "cr_cgroup_internal.h"
 
 /* libcgroup keeps process-global state of its own; mirroring its once-only
@@ -184,6 +186,66 @@ int cr_cgroup_read_file(const char *dir, const char *name, char *buf, size_t siz
     return r;
 }
 
+void cr_cgroup_keep_open(struct cr_cgroup *cg)
+{
+    if (cg)
+        cg->keep_open = true;
+}
+
+/* The kept descriptor of name, opened on first use: -errno when the file
+ * cannot be opened, -ENOSPC when every slot is taken (read by path). */
+static int kept_fd(struct cr_cgroup *cg, const char *name)
+{
+    char path[4096];
+    size_t i = 0;
+    while (i < CR_CGROUP_KEPT && cg->kept[i].name && strcmp(cg->kept[i].name, name) != 0)
+        i++;
+    if (i == CR_CGROUP_KEPT)
+        return -ENOSPC;
+    struct cr_cgroup_kept *k = &cg->kept[i];
+    if (k->name && k->fd != -1)
+        return k->fd == CR_CGROUP_ABSENT ? -ENOENT : k->fd;
+    if (snprintf(path, sizeof path, "%s/%s", cg->path, name) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT)
+        return -errno; /* not remembered: it may be transient */
+    k->name = name;
+    k->fd = fd < 0 ? CR_CGROUP_ABSENT : fd;
+    return fd < 0 ? -ENOENT : fd;
+}
+
+/* Kept open: a pread from offset 0, no path walk. A path walk in cgroupfs
+ * takes the hierarchy's kernfs lock, which every mkdir of a group holds
+ * for writing while it populates the new directory: at `scale 1000` the
+ * loop waited up to 6 ms for it (docs/reliability.md, "Loop latency"). */
+int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
+{
+    if (!cg->keep_open)
+        return cr_cgroup_read_file(cg->path, name, buf, size);
+    int fd = kept_fd(cg, name);
+    if (fd == -ENOSPC)
+        return cr_cgroup_read_file(cg->path, name, buf, size);
+    if (fd < 0)
+        return fd;
+    ssize_t n = cr_pread_text(fd, buf, size);
+    if (n < 0) { /* e.g. the group is gone: the next read opens afresh */
+        for (size_t i = 0; i < CR_CGROUP_KEPT; i++)
+            if (cg->kept[i].fd == fd)
+                cg->kept[i].fd = -1;
+        close(fd);
+        return -EIO;
+    }
+    return (size_t)n == size - 1 ? -EFBIG : 0;
+}
+
+int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret)
+{
+    char buf[64];
+    int r = cr_cgroup_read(cg, name, buf, sizeof buf);
+    return r < 0 ? r : cr_cgroup_parse_u64(buf, ret);
+}
+
 int cr_cgroup_write_file(const char *dir, const char *name, const char *text)
 {
     char path[4096];
@@ -306,8 +368,7 @@ int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret)
     cg = calloc(1, sizeof *cg);
     if (!cg)
         return -ENOMEM;
-    cg->layout = l;
-    cg->usage_fd = -1;
+    cr_cgroup_init(cg, l);
     r = cr_cgroup_path_of(rel, &cg->path);
     if (r == 0 && !(cg->rel = strdup(rel)))
         r = -ENOMEM;
@@ -324,11 +385,22 @@ int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret)
     return 0;
 }
 
+void cr_cgroup_init(struct cr_cgroup *cg, enum cr_cgroup_layout layout)
+{
+    cg->layout = layout;
+    cg->usage_fd = cg->procs_fd = cg->oom_fd = -1;
+}
+
 struct cr_cgroup *cr_cgroup_free(struct cr_cgroup *cg)
 {
     if (cg) {
-        if (cg->usage_fd >= 0)
-            close(cg->usage_fd);
+        int fds[] = {cg->usage_fd, cg->procs_fd, cg->oom_fd};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        for (size_t i = 0; i < CR_CGROUP_KEPT && cg->kept[i].name; i++)
+            if (cg->kept[i].fd >= 0)
+                close(cg->kept[i].fd);
         free(cg->rel);
         free(cg->path);
         free(cg);

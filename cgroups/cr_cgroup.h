@@ -204,6 +204,22 @@ int cr_cgroup_kill_stale(const char *parent_rel, const char *prefix, unsigned ti
 int cr_cgroup_oom_fd(struct cr_cgroup *cg, int *ret_fd);
 void cr_cgroup_oom_fd_drain(int fd);
 
+/* An fd of the group's cgroup.procs open for writing: what a child writes
+ * "0" into to move itself in before exec. The caller owns it. */
+int cr_cgroup_procs_fd(struct cr_cgroup *cg);
+
+/* Does now, for a group made ahead of its use (e.g. on a thread off the
+ * event loop), the path walks the group's first use would do: opens the
+ * cgroup.procs fd and the OOM fd that the next cr_cgroup_procs_fd() and
+ * cr_cgroup_oom_fd() hand over, and the usage file's descriptor. A step
+ * that fails is left to the later call, which reports it. */
+void cr_cgroup_ready_ahead(struct cr_cgroup *cg);
+
+/* From now on the group's control files stay open once read, and reads
+ * are preads: for the few long-lived groups read again and again (the
+ * groups enclosing the workers). Costs one descriptor per file read. */
+void cr_cgroup_keep_open(struct cr_cgroup *cg);
+
 /* v2 delegation (Delegate=yes): moves every process of the group `rel` into
  * the leaf rel/leaf_name (created), then enables the listed controllers
  * ("+memory +pids +cpu": the ones available are enabled, memory must be) in

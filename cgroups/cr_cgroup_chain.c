@@ -17,8 +17,7 @@ static int open_at(const char *mount, enum cr_cgroup_layout l, const char *rel,
     struct cr_cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return -ENOMEM;
-    cg->layout = l;
-    cg->usage_fd = -1;
+    cr_cgroup_init(cg, l);
     cg->rel = strdup(rel);
     if (!cg->rel ||
         asprintf(&cg->path, "%s%s", mount, strcmp(rel, "/") == 0 ? "" : rel) < 0) {

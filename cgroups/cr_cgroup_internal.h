@@ -5,12 +5,35 @@
 
 #include "cr_cgroup.h"
 
+/* A control file kept open by cr_cgroup_keep_open(): name is a string
+ * literal; fd is -1 until first read, CR_CGROUP_ABSENT for a file this
+ * kernel does not have (it never appears later). */
+#define CR_CGROUP_KEPT 8
+#define CR_CGROUP_ABSENT (-2)
+struct cr_cgroup_kept {
+    const char *name;
+    int fd;
+};
+
 struct cr_cgroup {
     char *rel;  /* "/" or "/a/b" */
     char *path; /* mount point + rel */
     enum cr_cgroup_layout layout;
     int usage_fd; /* the usage file, kept open for the memory watch's samples; -1 */
+    /* Made by cr_cgroup_ready_ahead(), handed over once; -1. */
+    int procs_fd, oom_fd;
+    bool keep_open;
+    struct cr_cgroup_kept kept[CR_CGROUP_KEPT];
 };
+
+/* A new handle's fields before its paths are set: no descriptor open. */
+void cr_cgroup_init(struct cr_cgroup *cg, enum cr_cgroup_layout layout);
+
+/* Reads one control file of cg, through a kept descriptor when the group
+ * keeps its files open (see cr_cgroup_keep_open), else by path. Same
+ * contract as cr_cgroup_read_file. */
+int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size);
+int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret);
 
 /* Initializes libcgroup once and caches the layout and mount point. Returns
  * 0 or -errno (-ENODEV when no memory controller is reachable). */

@@ -173,7 +173,42 @@ int cr_cgroup_oom_fd(struct cr_cgroup *cg, int *ret_fd)
 {
     if (!cg || !ret_fd)
         return -EINVAL;
+    if (cg->oom_fd >= 0) { /* made ahead */
+        *ret_fd = cg->oom_fd;
+        cg->oom_fd = -1;
+        return 0;
+    }
     return cg->layout == CR_CGROUP_V1 ? oom_fd_v1(cg, ret_fd) : oom_fd_v2(cg, ret_fd);
+}
+
+int cr_cgroup_procs_fd(struct cr_cgroup *cg)
+{
+    char path[4096];
+    if (!cg)
+        return -EINVAL;
+    if (cg->procs_fd >= 0) { /* made ahead */
+        int fd = cg->procs_fd;
+        cg->procs_fd = -1;
+        return fd;
+    }
+    if (snprintf(path, sizeof path, "%s/cgroup.procs", cg->path) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+void cr_cgroup_ready_ahead(struct cr_cgroup *cg)
+{
+    uint64_t usage;
+    if (!cg)
+        return;
+    if (cg->procs_fd < 0) {
+        int fd = cr_cgroup_procs_fd(cg);
+        cg->procs_fd = fd >= 0 ? fd : -1;
+    }
+    if (cg->oom_fd < 0 && cr_cgroup_oom_fd(cg, &cg->oom_fd) < 0)
+        cg->oom_fd = -1;
+    (void)cr_cgroup_read_usage(cg, &usage); /* opens the kept usage fd */
 }
 
 void cr_cgroup_oom_fd_drain(int fd)

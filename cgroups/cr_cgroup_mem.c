@@ -98,8 +98,8 @@ int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret)
 {
     if (!cg || !ret)
         return -EINVAL;
-    return cr_cgroup_read_u64_file(
-        cg->path, cg->layout == CR_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes", ret);
+    return cr_cgroup_read_u64(cg, cg->layout == CR_CGROUP_V2 ? "memory.max" : "memory.limit_in_bytes",
+                              ret);
 }
 
 /* Read every sample period for every worker: the file stays open and is
@@ -133,9 +133,8 @@ int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak)
     if (!cg || !ret_peak)
         return -EINVAL;
     /* memory.peak exists since Linux 5.19; ENOENT before. */
-    return cr_cgroup_read_u64_file(
-        cg->path, cg->layout == CR_CGROUP_V2 ? "memory.peak" : "memory.max_usage_in_bytes",
-        ret_peak);
+    return cr_cgroup_read_u64(
+        cg, cg->layout == CR_CGROUP_V2 ? "memory.peak" : "memory.max_usage_in_bytes", ret_peak);
 }
 
 int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret)
@@ -145,7 +144,7 @@ int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret)
     uint64_t kmem;
     if (!cg || !ret)
         return -EINVAL;
-    int r = cr_cgroup_read_file(cg->path, "memory.stat", text, sizeof text);
+    int r = cr_cgroup_read(cg, "memory.stat", text, sizeof text);
     if (r < 0)
         return r;
     r = cr_cgroup_parse_stat(text, cg->layout, &st);
@@ -154,7 +153,7 @@ int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret)
     /* v1 memory.stat has no kernel line; kmem usage is its counterpart
      * (absent on kernels built without kmem accounting: stays 0). */
     if (cg->layout == CR_CGROUP_V1 &&
-        cr_cgroup_read_u64_file(cg->path, "memory.kmem.usage_in_bytes", &kmem) == 0)
+        cr_cgroup_read_u64(cg, "memory.kmem.usage_in_bytes", &kmem) == 0)
         st.kernel = kmem;
     *ret = st;
     return 0;
@@ -165,17 +164,17 @@ static int read_events_v1(struct cr_cgroup *cg, struct cr_cgroup_events *ret)
     char text[512];
     struct cr_cgroup_events ev;
     uint64_t failcnt, memsw_failcnt = 0;
-    int r = cr_cgroup_read_file(cg->path, "memory.oom_control", text, sizeof text);
+    int r = cr_cgroup_read(cg, "memory.oom_control", text, sizeof text);
     if (r < 0)
         return r;
     r = cr_cgroup_parse_oom_control(text, &ev);
     if (r < 0)
         return r;
-    r = cr_cgroup_read_u64_file(cg->path, "memory.failcnt", &failcnt);
+    r = cr_cgroup_read_u64(cg, "memory.failcnt", &failcnt);
     if (r < 0)
         return r;
     /* Older kernels count a memsw-limit hit only in memsw.failcnt. */
-    (void)cr_cgroup_read_u64_file(cg->path, "memory.memsw.failcnt", &memsw_failcnt);
+    (void)cr_cgroup_read_u64(cg, "memory.memsw.failcnt", &memsw_failcnt);
     ev.max = failcnt + memsw_failcnt;
     *ret = ev;
     return 0;
@@ -189,7 +188,6 @@ int cr_cgroup_read_events(struct cr_cgroup *cg, bool local, struct cr_cgroup_eve
     if (cg->layout == CR_CGROUP_V1)
         return read_events_v1(cg, ret);
     /* memory.events.local exists since Linux 5.2. */
-    int r = cr_cgroup_read_file(cg->path, local ? "memory.events.local" : "memory.events", text,
-                                sizeof text);
+    int r = cr_cgroup_read(cg, local ? "memory.events.local" : "memory.events", text, sizeof text);
     return r < 0 ? r : cr_cgroup_parse_events(text, ret);
 }

@@ -22,6 +22,8 @@ struct cr_cg_prep {
     uint64_t max, high;
     int fd_room; /* descriptors the table should hold (see make) */
     struct cr_cgroup *cg;
+    struct cr_cgroup_events own0;
+    bool own0_read;
     int r;
     bool done;
 };
@@ -66,6 +68,10 @@ static void make(uv_work_t *req)
     if (p->r < 0 && p->cg) {
         cr_cgroup_remove(p->cg, 0);
         p->cg = cr_cgroup_free(p->cg);
+    }
+    if (p->r == 0) {
+        cr_cgroup_ready_ahead(p->cg);
+        p->own0_read = cr_cgroup_read_events(p->cg, true, &p->own0) == 0;
     }
 }
 
@@ -131,15 +137,15 @@ bool cr_cg_prep_busy(const struct cr_worker *w)
     return w->prep && !w->prep->done;
 }
 
-void cr_cg_prep_take(struct cr_worker *w)
+bool cr_cg_prep_take(struct cr_worker *w, struct cr_cgroup_events *ret_own0)
 {
     struct cr_cg_prep *p = w->prep;
     if (!p)
-        return;
+        return false;
     w->prep = NULL;
     if (!p->done) { /* still on its way: the spawn makes its own */
         p->w = NULL;
-        return;
+        return false;
     }
     const struct cr_config *c = &w->sup->cfg;
     int high = c->memory_high == p->high ? 0
@@ -149,12 +155,15 @@ void cr_cg_prep_take(struct cr_worker *w)
          cr_cgroup_set_max(p->cg, c->memory_max ? c->memory_max : CR_CGROUP_UNLIMITED) < 0) ||
         (high < 0 && high != -EOPNOTSUPP)) { /* v1 has no memory.high */
         discard(p);
-        return;
+        return false;
     }
     w->cg = p->cg;
     w->cg_limit = c->memory_max;
     w->cg_usage = w->cg_peak = 0;
+    bool read = p->own0_read;
+    *ret_own0 = p->own0;
     free(p);
+    return read;
 }
 
 void cr_cg_prep_drop(struct cr_worker *w)

@@ -8,11 +8,16 @@
  * commands and heartbeats. So the spawn pacer has libuv's threadpool make
  * the groups of the next pending workers ahead of their turn; the turn
  * takes a made group, or makes it itself as before when none is ready
- * (a spare; a failure, which the spawn then reports). */
+ * (a spare; a failure, which the spawn then reports).
+ *
+ * The maker also does the new group's other path walks (its cgroup.procs
+ * and OOM descriptors, its counters' baseline): any path walk in cgroupfs
+ * waits while another mkdir populates its directory. */
 #pragma once
 
 #include <stdbool.h>
 
+struct cr_cgroup_events;
 struct cr_supervisor;
 struct cr_worker;
 
@@ -30,7 +35,8 @@ bool cr_cg_prep_busy(const struct cr_worker *w);
 /* At the spawn, once w->generation is set (from cr_cg_prep_generation
  * when a group was made): w->cg becomes the made group when it is this
  * generation's (its limits brought up to date); else the made group is
- * removed and w->cg stays NULL. */
-void cr_cg_prep_take(struct cr_worker *w);
+ * removed and w->cg stays NULL. True when w->cg was taken with its
+ * counters as the maker read them (*ret_own0), for the death baseline. */
+bool cr_cg_prep_take(struct cr_worker *w, struct cr_cgroup_events *ret_own0);
 /* w goes away: its group, made or on its way, is removed once done. */
 void cr_cg_prep_drop(struct cr_worker *w);

@@ -64,6 +64,8 @@ static void setup_ancestors(struct cr_supervisor *sup, const char *rel)
     sup->cg_nancestors = n;
     for (size_t i = 0; i < n; i++) {
         uint64_t max = 0;
+        /* Read at every spawn and every death: preads, no path walks. */
+        cr_cgroup_keep_open(v[i]);
         if (cr_cgroup_get_max(v[i], &max) == 0 && max != CR_CGROUP_UNLIMITED && max)
             cr_log(CR_LOG_INFO, "enclosing limit %.1f MiB on %s%s", (double)max / 1048576.0,
                    cr_cgroup_rel(v[i]),
@@ -414,18 +416,12 @@ int cr_cg_worker_create(struct cr_worker *w)
 
 int cr_cg_worker_procs_fd(struct cr_worker *w)
 {
-    char path[4096];
     if (!w->cg)
         return -1;
-    if (snprintf(path, sizeof(path), "%s/cgroup.procs", cr_cgroup_fs_path(w->cg)) >=
-        (int)sizeof(path))
-        return -ENAMETOOLONG;
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int r = -errno;
-        cr_log(CR_LOG_ERR, "worker %d: cannot open %s: %s", w->id, path, strerror(-r));
-        return r;
-    }
+    int fd = cr_cgroup_procs_fd(w->cg);
+    if (fd < 0)
+        cr_log(CR_LOG_ERR, "worker %d: cannot open %s/cgroup.procs: %s", w->id,
+               cr_cgroup_fs_path(w->cg), strerror(-fd));
     return fd;
 }
 
@@ -467,8 +463,10 @@ static struct cr_cgroup *shared_group(const struct cr_supervisor *sup)
 
 /* Per-ancestor baselines would be exact; the sum is enough to tell "an
  * enclosing limit was hit during this life", and the group that moved is
- * found again at death by comparing with the limit readings. */
-void cr_cg_worker_baseline(struct cr_worker *w)
+ * found again at death by comparing with the limit readings. own_now: the
+ * worker's own counters read already (by the group's maker, off the loop:
+ * no task has been in it since), or NULL to read them here. */
+void cr_cg_worker_baseline(struct cr_worker *w, const struct cr_cgroup_events *own_now)
 {
     struct cr_supervisor *sup = w->sup;
     struct cr_cgroup *own = w->cg ? w->cg : shared_group(sup);
@@ -478,7 +476,9 @@ void cr_cg_worker_baseline(struct cr_worker *w)
     if (!own)
         return;
     struct cr_cgroup_events e = {0};
-    if (cr_cgroup_read_events(own, true, &e) == 0)
+    if (own_now && own == w->cg)
+        w->own0 = to_delta(own_now);
+    else if (cr_cgroup_read_events(own, true, &e) == 0)
         w->own0 = to_delta(&e);
     w->anc0 = ancestors_now(sup);
 }

@@ -8,6 +8,7 @@
 
 struct cr_supervisor;
 struct cr_worker;
+struct cr_cgroup_events;
 struct cr_death_evidence;
 struct cr_postmortem;
 
@@ -21,7 +22,7 @@ int cr_cg_worker_create(struct cr_worker *w); /* creates the group, sets limits 
 /* The worker group's cgroup.procs open for writing (CLOEXEC): the child
  * moves itself in before exec. -1 without a group, -errno on failure. */
 int cr_cg_worker_procs_fd(struct cr_worker *w);
-void cr_cg_worker_baseline(struct cr_worker *w);
+void cr_cg_worker_baseline(struct cr_worker *w, const struct cr_cgroup_events *own_now);
 void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
                            struct cr_postmortem *pm);
 void cr_cg_worker_release(struct cr_worker *w); /* remove now or queue for removal */

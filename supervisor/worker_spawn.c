@@ -277,8 +277,8 @@ int cr_worker_spawn(struct cr_worker *w)
     if ((r = build_env(w, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
         (r = build_argv(w, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
-    if (sup->cgroups)
-        cr_cg_prep_take(w); /* made ahead off the loop, if it was */
+    struct cr_cgroup_events own0;
+    bool own0_read = sup->cgroups && cr_cg_prep_take(w, &own0); /* made ahead off the loop */
     if (sup->cgroups && ((!w->cg && (r = cr_cg_worker_create(w)) < 0) ||
                          (r = procs_fd = cr_cg_worker_procs_fd(w)) < 0)) {
         cr_cg_worker_release(w);
@@ -288,7 +288,7 @@ int cr_worker_spawn(struct cr_worker *w)
         cr_cg_worker_release(w);
         goto out;
     }
-    cr_cg_worker_baseline(w);
+    cr_cg_worker_baseline(w, own0_read ? &own0 : NULL);
 
     struct cr_spawn_opts o = {
         .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,

@@ -205,6 +205,58 @@ static void test_limits(struct cr_cgroup *cg)
     CHECK(v == CR_CGROUP_UNLIMITED);
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    char path[64];
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        n += access(path, F_OK) == 0;
+    }
+    return n;
+}
+
+/* A group that keeps its files open reads fresh values through them, and
+ * opens each file once; a group readied ahead hands over its cgroup.procs
+ * and OOM descriptors once, and the cgroup.procs one moves a child in. */
+static void test_kept_and_ahead(struct cr_cgroup *cg)
+{
+    uint64_t v = 0;
+    struct cr_cgroup_events ev;
+    int fds0 = open_fds();
+    cr_cgroup_keep_open(cg);
+    CHECK_OK(cr_cgroup_set_max(cg, 64 * MB));
+    CHECK_OK(cr_cgroup_get_max(cg, &v));
+    CHECK(v == 64 * MB);
+    CHECK_OK(cr_cgroup_read_events(cg, true, &ev));
+    int fds = open_fds();
+    CHECK(fds > fds0); /* kept */
+    CHECK_OK(cr_cgroup_set_max(cg, 96 * MB));
+    CHECK_OK(cr_cgroup_get_max(cg, &v));
+    CHECK(v == 96 * MB); /* a pread from 0 shows the new value */
+    CHECK_OK(cr_cgroup_read_events(cg, true, &ev));
+    CHECK(open_fds() == fds); /* nothing opened again */
+
+    cr_cgroup_ready_ahead(cg);
+    int procs = cr_cgroup_procs_fd(cg), oom = -1;
+    CHECK(procs >= 0);
+    CHECK_OK(cr_cgroup_oom_fd(cg, &oom));
+    int fds_taken = open_fds();
+    int again = cr_cgroup_procs_fd(cg); /* handed over once: opened afresh */
+    CHECK(again >= 0 && again != procs);
+    CHECK(open_fds() == fds_taken + 1);
+    close(again);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(write(procs, "0", 1) == 1 ? 0 : 1);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(procs);
+    close(oom);
+    CHECK_OK(cr_cgroup_set_max(cg, CR_CGROUP_UNLIMITED));
+}
+
 static void test_reclaim(struct cr_cgroup *top_cg)
 {
     struct cr_cgroup *w7 = mk("/w7"), *w8 = mk("/w8"), *other = mk("/other"), *w9 = mk("/w9");
@@ -249,6 +301,7 @@ static void test_v2(struct cr_cgroup *top_cg)
     CHECK_OK(cr_cgroup_enable_subtree(cr_cgroup_rel(top_cg)));
     struct cr_cgroup *lim = mk("/limits"), *own = mk("/own"), *anc = mk("/anc");
     test_limits(lim);
+    test_kept_and_ahead(lim);
 
     /* Own limit. */
     int fd = -1;
@@ -347,6 +400,7 @@ int main(void)
     struct cr_cgroup *anc = mk("/anc"), *lim = mk("/limits");
 
     test_limits(lim);
+    test_kept_and_ahead(lim);
     test_own_limit(top_cg, own);
     test_ancestor_limit(top_cg, anc, w1, w2);
     test_reclaim(top_cg);
