@@ -16,7 +16,6 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "textfile.h"
 
 #include "cr_cgroup_internal.h"
 
@@ -193,7 +192,10 @@ void cr_cgroup_keep_open(struct cr_cgroup *cg)
 }
 
 /* The kept descriptor of name, opened on first use: -errno when the file
- * cannot be opened, -ENOSPC when every slot is taken (read by path). */
+ * cannot be opened, -ENOSPC when every slot is taken (read by path). A
+ * missing file is remembered on v1 only, where a group's files are fixed
+ * by the hierarchy (memsw.* by the kernel's swap accounting); on v2 a
+ * memory file appears when the parent enables the controller. */
 static int kept_fd(struct cr_cgroup *cg, const char *name)
 {
     char path[4096];
@@ -208,35 +210,51 @@ static int kept_fd(struct cr_cgroup *cg, const char *name)
     if (snprintf(path, sizeof path, "%s/%s", cg->path, name) >= (int)sizeof path)
         return -ENAMETOOLONG;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno != ENOENT)
-        return -errno; /* not remembered: it may be transient */
+    if (fd < 0 && (errno != ENOENT || cg->layout != CR_CGROUP_V1))
+        return -errno; /* not remembered: it may change */
     k->name = name;
     k->fd = fd < 0 ? CR_CGROUP_ABSENT : fd;
     return fd < 0 ? -ENOENT : fd;
 }
 
+static void forget_fd(struct cr_cgroup *cg, int fd)
+{
+    for (size_t i = 0; i < CR_CGROUP_KEPT; i++)
+        if (cg->kept[i].name && cg->kept[i].fd == fd)
+            cg->kept[i].fd = -1;
+    close(fd);
+}
+
 /* Kept open: a pread from offset 0, no path walk. A path walk in cgroupfs
  * takes the hierarchy's kernfs lock, which every mkdir of a group holds
  * for writing while it populates the new directory: at `scale 1000` the
- * loop waited up to 6 ms for it (docs/reliability.md, "Loop latency"). */
+ * loop waited up to 6 ms for it (docs/reliability.md, "Loop latency"). A
+ * read that fails (the group was removed and made again under the same
+ * name) opens the file afresh once. */
 int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
 {
     if (!cg->keep_open)
         return cr_cgroup_read_file(cg->path, name, buf, size);
-    int fd = kept_fd(cg, name);
-    if (fd == -ENOSPC)
-        return cr_cgroup_read_file(cg->path, name, buf, size);
-    if (fd < 0)
-        return fd;
-    ssize_t n = cr_pread_text(fd, buf, size);
-    if (n < 0) { /* e.g. the group is gone: the next read opens afresh */
-        for (size_t i = 0; i < CR_CGROUP_KEPT; i++)
-            if (cg->kept[i].fd == fd)
-                cg->kept[i].fd = -1;
-        close(fd);
-        return -EIO;
+    if (size < 2)
+        return -ENAMETOOLONG; /* as cr_cgroup_read_file */
+    int r = -EIO;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = kept_fd(cg, name);
+        if (fd == -ENOSPC)
+            return cr_cgroup_read_file(cg->path, name, buf, size);
+        if (fd < 0)
+            return fd;
+        ssize_t n;
+        while ((n = pread(fd, buf, size - 1, 0)) < 0 && errno == EINTR)
+            ;
+        if (n >= 0) {
+            buf[n] = '\0';
+            return (size_t)n == size - 1 ? -EFBIG : 0; /* no control file corral reads is this long */
+        }
+        r = -errno;
+        forget_fd(cg, fd);
     }
-    return (size_t)n == size - 1 ? -EFBIG : 0;
+    return r;
 }
 
 int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret)

@@ -6,8 +6,8 @@
 #include "cr_cgroup.h"
 
 /* A control file kept open by cr_cgroup_keep_open(): name is a string
- * literal; fd is -1 until first read, CR_CGROUP_ABSENT for a file this
- * kernel does not have (it never appears later). */
+ * literal; fd is -1 until first read, CR_CGROUP_ABSENT for a v1 file this
+ * kernel does not have (on v1 it never appears later). */
 #define CR_CGROUP_KEPT 8
 #define CR_CGROUP_ABSENT (-2)
 struct cr_cgroup_kept {

@@ -255,6 +255,22 @@ static void test_kept_and_ahead(struct cr_cgroup *cg)
     close(procs);
     close(oom);
     CHECK_OK(cr_cgroup_set_max(cg, CR_CGROUP_UNLIMITED));
+
+    /* A kept group removed and made again under its name: the stale
+     * descriptor's read fails and the file is opened afresh. */
+    struct cr_cgroup *kept = mk("/kept"), *again_cg;
+    cr_cgroup_keep_open(kept);
+    CHECK_OK(cr_cgroup_set_max(kept, 64 * MB));
+    CHECK_OK(cr_cgroup_get_max(kept, &v));
+    CHECK(v == 64 * MB);
+    CHECK_OK(cr_cgroup_remove(kept, 2000));
+    again_cg = mk("/kept");
+    CHECK_OK(cr_cgroup_set_max(again_cg, 48 * MB));
+    CHECK_OK(cr_cgroup_get_max(kept, &v));
+    CHECK(v == 48 * MB);
+    CHECK_OK(cr_cgroup_remove(again_cg, 2000));
+    cr_cgroup_free(again_cg);
+    cr_cgroup_free(kept);
 }
 
 static void test_reclaim(struct cr_cgroup *top_cg)
