@@ -207,6 +207,41 @@ def test_limit_off_during_scale():
             c.close()
 
 
+def test_spawn_no_cgroupfs_walk():
+    """A spawn whose group was made ahead does no path walk in cgroupfs on
+    the loop: such a walk waits while another mkdir populates its new
+    directory (docs/reliability.md, "Loop latency"). strace follows the
+    loop's thread only (no -f) through `scale 22`."""
+    import shutil
+    import subprocess
+    ct.need_memcg()
+    strace = shutil.which("strace")
+    assert strace, "strace is needed (scripts/deps installs it)"
+    with h.corral_cgroup("pace-walk") as cg:
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-walk")
+        out = os.path.join(c.tmp, "strace.txt")
+        tr = None
+        try:
+            tr = subprocess.Popen([strace, "-qq", "-p", str(c.proc.pid), "-e", "trace=openat",
+                                   "-o", out])
+            ct.wait_for(lambda: os.path.exists(out), 10, what="strace attached")
+            time.sleep(0.3)
+            assert c.ctl("scale", workers=22)["ok"]
+            c.wait_ready(22, 60)
+        finally:
+            if tr:
+                tr.send_signal(signal.SIGINT)
+                tr.wait(10)
+            with open(out) as f:  # before close() removes c.tmp
+                opens = [l for l in f if "openat(" in l]
+            c.close()
+        walks = [l.strip() for l in opens if "/sys/fs/cgroup" in l]
+        # The baseline reads /proc/vmstat at every spawn: the trace saw them.
+        vmstat = sum("/proc/vmstat" in l for l in opens)
+        assert vmstat >= 20, f"the trace missed the spawns: {len(opens)} opens"
+        assert not walks, walks[:5]
+
+
 def test_start_term_counts():
     """--workers 200 and SIGTERM at once: the stop cancels the queued spawns
     and says how many; every started worker is drained and counted."""
