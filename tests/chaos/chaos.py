@@ -378,7 +378,7 @@ def children(pid):
         try:
             with open(f"/proc/{d}/stat") as f:
                 st = f.read().rsplit(") ", 1)[1].split()
-        except (FileNotFoundError, IndexError):
+        except (FileNotFoundError, ProcessLookupError, IndexError):  # gone meanwhile
             continue
         if int(st[1]) == pid:
             out.append((int(d), st[0]))

@@ -45,7 +45,7 @@ def children(pid):
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 out += [int(p) for p in f.read().split()]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
         pass
     return out
 
@@ -54,7 +54,7 @@ def state(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(") ", 1)[1][0]
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone between open and read
         return "?"
 
 

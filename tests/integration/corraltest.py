@@ -290,7 +290,8 @@ def pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
+    # ProcessLookupError: reaped between the open and the read
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
 
 

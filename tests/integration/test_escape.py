@@ -26,7 +26,7 @@ def children(pid):
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 out += [int(x) for x in f.read().split()]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
         pass
     return out
 
@@ -51,7 +51,7 @@ def zombies_of(pid):
             with open(f"/proc/{c}/stat") as f:
                 if f.read().rsplit(") ", 1)[1][0] == "Z":
                     z.append(c)
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone between open and read
             pass
     return z
 

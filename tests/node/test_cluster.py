@@ -82,7 +82,7 @@ def alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
             return f.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between open and read
         return False
 
 
