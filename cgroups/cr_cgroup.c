@@ -16,7 +16,6 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-
 #include "cr_cgroup_internal.h"
 
 /* libcgroup keeps process-global state of its own; mirroring its once-only
@@ -231,10 +230,8 @@ static void forget_fd(struct cr_cgroup *cg, int fd)
  * loop waited up to 6 ms for it (docs/reliability.md, "Loop latency"). A
  * read that fails (the group was removed and made again under the same
  * name) opens the file afresh once. */
-int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
+int cr_cgroup_read_kept(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
 {
-    if (!cg->keep_open)
-        return cr_cgroup_read_file(cg->path, name, buf, size);
     if (size < 2)
         return -ENAMETOOLONG; /* as cr_cgroup_read_file */
     int r = -EIO;
@@ -255,6 +252,12 @@ int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t siz
         forget_fd(cg, fd);
     }
     return r;
+}
+
+int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
+{
+    return cg->keep_open ? cr_cgroup_read_kept(cg, name, buf, size)
+                         : cr_cgroup_read_file(cg->path, name, buf, size);
 }
 
 int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret)
@@ -406,16 +409,16 @@ int cr_cgroup_open(const char *rel, bool create, struct cr_cgroup **ret)
 void cr_cgroup_init(struct cr_cgroup *cg, enum cr_cgroup_layout layout)
 {
     cg->layout = layout;
-    cg->usage_fd = cg->procs_fd = cg->oom_fd = -1;
+    cg->procs_fd = cg->oom_fd = -1;
 }
 
 struct cr_cgroup *cr_cgroup_free(struct cr_cgroup *cg)
 {
     if (cg) {
-        int fds[] = {cg->usage_fd, cg->procs_fd, cg->oom_fd};
-        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
+        if (cg->procs_fd >= 0)
+            close(cg->procs_fd);
+        if (cg->oom_fd >= 0)
+            close(cg->oom_fd);
         for (size_t i = 0; i < CR_CGROUP_KEPT && cg->kept[i].name; i++)
             if (cg->kept[i].fd >= 0)
                 close(cg->kept[i].fd);

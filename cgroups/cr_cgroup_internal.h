@@ -5,7 +5,8 @@
 
 #include "cr_cgroup.h"
 
-/* A control file kept open by cr_cgroup_keep_open(): name is a string
+/* A control file kept open (cr_cgroup_keep_open, or the usage file of any
+ * group: cr_cgroup_read_kept): name is a string
  * literal; fd is -1 until first read, CR_CGROUP_ABSENT for a v1 file this
  * kernel does not have (on v1 it never appears later). */
 #define CR_CGROUP_KEPT 8
@@ -19,7 +20,6 @@ struct cr_cgroup {
     char *rel;  /* "/" or "/a/b" */
     char *path; /* mount point + rel */
     enum cr_cgroup_layout layout;
-    int usage_fd; /* the usage file, kept open for the memory watch's samples; -1 */
     /* Made by cr_cgroup_ready_ahead(), handed over once; -1. */
     int procs_fd, oom_fd;
     bool keep_open;
@@ -31,8 +31,10 @@ void cr_cgroup_init(struct cr_cgroup *cg, enum cr_cgroup_layout layout);
 
 /* Reads one control file of cg, through a kept descriptor when the group
  * keeps its files open (see cr_cgroup_keep_open), else by path. Same
- * contract as cr_cgroup_read_file. */
+ * contract as cr_cgroup_read_file. read_kept keeps this one file open
+ * whatever the group does (the usage file, read every sample period). */
 int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size);
+int cr_cgroup_read_kept(struct cr_cgroup *cg, const char *name, char *buf, size_t size);
 int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret);
 
 /* Initializes libcgroup once and caches the layout and mount point. Returns

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cr_cgroup_internal.h"
-#include "textfile.h"
 
 static void fmt_limit(char *buf, size_t size, uint64_t bytes, enum cr_cgroup_layout l)
 {
@@ -103,29 +102,15 @@ int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret)
 }
 
 /* Read every sample period for every worker: the file stays open and is
- * read from offset 0, a pread instead of a path walk, an open and a close.
- * A failed read (the group was removed and made again under the same
- * name) opens it afresh once. */
+ * read from offset 0, a pread instead of a path walk, an open and a close. */
 int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage)
 {
-    const char *name = cg && cg->layout == CR_CGROUP_V2 ? "memory.current"
-                                                        : "memory.usage_in_bytes";
-    char path[4096], buf[64];
+    char buf[64];
     if (!cg || !ret_usage)
         return -EINVAL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (cg->usage_fd < 0) {
-            if (snprintf(path, sizeof path, "%s/%s", cg->path, name) >= (int)sizeof path)
-                return -ENAMETOOLONG;
-            if ((cg->usage_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-                return -errno;
-        }
-        if (cr_pread_text(cg->usage_fd, buf, sizeof buf) > 0)
-            return cr_cgroup_parse_u64(buf, ret_usage);
-        close(cg->usage_fd);
-        cg->usage_fd = -1;
-    }
-    return -EIO;
+    int r = cr_cgroup_read_kept(
+        cg, cg->layout == CR_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes", buf, sizeof buf);
+    return r < 0 ? r : cr_cgroup_parse_u64(buf, ret_usage);
 }
 
 int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak)

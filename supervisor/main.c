@@ -77,9 +77,9 @@ static void exit_notice_sync(struct wiring *wi)
         cr_exitnotice_close(wi->en); /* NULL: a no-op */
         wi->en = NULL;
     }
-    if (wi->en && cr_exitnotice_failed(wi->en))
-        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "stopped: %s",
-                 cr_exitnotice_failed(wi->en));
+    const char *failed = cr_exitnotice_failed(wi->en); /* NULL: none */
+    if (failed)
+        snprintf(sup->exit_notice, sizeof(sup->exit_notice), "stopped: %s", failed);
     else if (wi->en)
         snprintf(sup->exit_notice, sizeof(sup->exit_notice), "taskstats");
     else if (want)

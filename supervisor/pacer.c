@@ -61,14 +61,6 @@ static void on_spawn_recheck(uv_timer_t *t)
     pacer_run(t->data);
 }
 
-static bool any_pending(const struct cr_supervisor *sup)
-{
-    for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->state == CR_WS_PENDING)
-            return true;
-    return false;
-}
-
 /* A pending worker's group was made (cgprep.c): its turn may come now. */
 static void group_made(struct cr_supervisor *sup)
 {
@@ -78,8 +70,9 @@ static void group_made(struct cr_supervisor *sup)
 
 /* The first pending worker whose group is not still being made; the
  * groups of the next --spawn-parallel pending workers are started ahead
- * (cgprep.c); a group once made kicks the pacer again. */
-static struct cr_worker *next_pending(struct cr_supervisor *sup)
+ * (cgprep.c); a group once made kicks the pacer again. *ret_any: whether
+ * any worker is pending at all. */
+static struct cr_worker *next_pending(struct cr_supervisor *sup, bool *ret_any)
 {
     struct cr_worker *first = NULL;
     unsigned ahead = 0, n = spawn_parallel(sup);
@@ -91,6 +84,7 @@ static struct cr_worker *next_pending(struct cr_supervisor *sup)
         if (!first && !cr_cg_prep_busy(w))
             first = w;
     }
+    *ret_any = ahead > 0;
     return first;
 }
 
@@ -108,7 +102,8 @@ static void on_spawn_turn(uv_idle_t *h)
         sup->spawn_cap = spawn_parallel(sup); /* a new burst starts from the ceiling */
     sup->spawn_quiet_at = 0;
     sup->spawn_turn_ns = now;
-    struct cr_worker *w = sup->stopping ? NULL : next_pending(sup);
+    bool pending = false;
+    struct cr_worker *w = sup->stopping ? NULL : next_pending(sup, &pending);
     bool capped = w && starting_now(sup) >= sup->spawn_cap;
     if (w && !capped && !sup->stopping) {
         cr_worker_event(w, CR_WE_SPAWN_TURN);
@@ -116,7 +111,7 @@ static void on_spawn_turn(uv_idle_t *h)
     }
     uv_idle_stop(h);
     sup->spawn_turn_ns = 0;
-    if (!w && !any_pending(sup)) /* not while groups are still being made */
+    if (!w && !pending) /* not while groups are still being made */
         sup->spawn_quiet_at = cr_now_ms(sup);
     if (capped && !uv_is_closing((uv_handle_t *)&sup->spawn_recheck))
         uv_timer_start(&sup->spawn_recheck, on_spawn_recheck, SPAWN_RECHECK_MS, 0);
