@@ -210,6 +210,9 @@ struct cr_supervisor {
     /* Set by cr_control_open(); the core itself never uses it. */
     struct cr_control *control;
     char *worker_path;
+    /* corral-exec, through which workers start without a fork of corrald
+     * (spawnchild.h); NULL: fork. */
+    char *spawn_helper;
 };
 
 /* Loop milliseconds: the clock of deadlines and uptimes. */

@@ -10,7 +10,7 @@
 
 #include "config.h"
 #include "cr_config.h"
-#include "spawn.h"
+#include "spawnproc.h"
 
 #define AGENT_NAME "corral-node-agent.js"
 

@@ -21,7 +21,7 @@
 #include "history.h"
 #include "internal.h"
 #include "log.h"
-#include "spawn.h"
+#include "spawnproc.h"
 #include "supervisor.h"
 #include "view.h"
 #include "worker_io.h"
@@ -241,6 +241,12 @@ int cr_supervisor_open(struct cr_supervisor *sup)
     sup->worker_path = cr_worker_default_path();
     if (!sup->worker_path)
         return -ENOMEM;
+    sup->spawn_helper = cr_spawn_helper_find();
+    if (sup->spawn_helper)
+        cr_log(CR_LOG_INFO, "workers start through %s", sup->spawn_helper);
+    else
+        cr_log(CR_LOG_WARNING, "workers start by fork: corral-exec is not installed "
+               "(or CORRAL_EXEC=fork), so each start copies corrald's page tables");
     if ((r = open_listener(sup)) < 0)
         return r;
     if ((r = cr_worker_ids_resolve(sup)) < 0)
@@ -292,6 +298,7 @@ void cr_supervisor_done(struct cr_supervisor *sup)
     cr_listen_close(&sup->listener);
     sup->history = cr_history_free(sup->history);
     free(sup->worker_path);
+    free(sup->spawn_helper);
     free(sup->generations);
     cr_config_done(&sup->cfg);
 }

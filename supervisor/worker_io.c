@@ -18,7 +18,7 @@
 #include "internal.h"
 #include "log.h"
 #include "ring.h"
-#include "spawn.h"
+#include "spawnproc.h"
 #include "taskstats.h"
 #include "textfile.h"
 

@@ -23,7 +23,7 @@
 #include "internal.h"
 #include "log.h"
 #include "node_agent.h"
-#include "spawn.h"
+#include "spawnproc.h"
 #include "trend.h"
 #include "worker_io.h"
 
@@ -291,13 +291,21 @@ int cr_worker_spawn(struct cr_worker *w)
     cr_cg_worker_baseline(w, own0_read ? &own0 : NULL);
 
     struct cr_spawn_opts o = {
-        .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
+        .helper = sup->spawn_helper, .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
         .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1], .procs_fd = procs_fd,
         .set_ids = sup->set_ids, .uid = sup->worker_uid, .gid = sup->worker_gid,
         .nofile = sup->nofile_saved ? &sup->nofile : NULL,
     };
     struct cr_spawn_result res;
-    if ((r = cr_spawn(&o, &res)) < 0) {
+    int helper_err;
+    r = cr_spawn(&o, &res, &helper_err);
+    if (helper_err) {
+        cr_log(CR_LOG_WARNING, "cannot run %s (%s): workers start by fork from now on",
+               sup->spawn_helper, strerror(helper_err));
+        free(sup->spawn_helper);
+        sup->spawn_helper = NULL;
+    }
+    if (r < 0) {
         cr_freeze_release(w);
         cr_cg_worker_release(w);
         goto out;

@@ -242,6 +242,100 @@ def test_spawn_no_cgroupfs_walk():
         assert not walks, walks[:5]
 
 
+def trace_spawns(c, count, calls="clone,clone3,fork,vfork"):
+    """The process-creating calls of corrald's loop thread (strace without
+    -f) while it scales to count; lines of the trace."""
+    import shutil
+    import subprocess
+    strace = shutil.which("strace")
+    assert strace, "strace is needed (scripts/deps installs it)"
+    out = os.path.join(c.tmp, "strace-spawn.txt")
+    tr = subprocess.Popen([strace, "-qq", "-p", str(c.proc.pid), "-e", "trace=" + calls,
+                           "-o", out])
+    try:
+        ct.wait_for(lambda: os.path.exists(out), 10, what="strace attached")
+        time.sleep(0.3)
+        assert c.ctl("scale", workers=count)["ok"]
+        c.wait_ready(count, 60)
+    finally:
+        tr.send_signal(signal.SIGINT)
+        tr.wait(10)
+    with open(out) as f:
+        return [l.strip() for l in f if "(" in l]
+
+
+def copies_memory(line):
+    """A clone that gives the child a copy of corrald's address space (a
+    fork) rather than sharing it until exec (vfork) or for good (a thread)."""
+    return "CLONE_VM" not in line
+
+
+def test_spawn_no_fork():
+    """Workers start through corral-exec with posix_spawn: the loop never
+    copies corrald's address space (a fork's page-table copy and its waits
+    on the libraries' mapping locks, docs/reliability.md "Loop latency").
+    Each start is a clone with CLONE_VM|CLONE_VFORK, and the workers are
+    corrald's children, in their groups, serving."""
+    ct.need_memcg()
+    with h.corral_cgroup("pace-vfork") as cg:
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-vfork")
+        try:
+            assert "workers start through " in c.log() and "corral-exec" in c.log(), c.log()
+            calls = trace_spawns(c, 22)
+            vforks = [l for l in calls if "CLONE_VM" in l and "CLONE_VFORK" in l]
+            forks = [l for l in calls if copies_memory(l)]
+            assert len(vforks) >= 20, calls[:5]
+            assert not forks, forks[:5]
+            pids = c.live_pids()
+            assert len(pids) == 22
+            for pid in pids:
+                with open(f"/proc/{pid}/stat") as f:
+                    assert int(f.read().rsplit(")", 1)[1].split()[1]) == c.proc.pid
+                with open(f"/proc/{pid}/comm") as f:
+                    assert f.read().strip() == "corral-worker"
+                with open(f"/proc/{pid}/cgroup") as f:
+                    assert f"/{cg.rel.strip('/')}/" in f.read()
+            st, hd, _ = c.get("/light")
+            assert st == 200 and int(hd["x-worker-pid"]) in pids
+        finally:
+            c.close()
+
+
+def test_spawn_fork_fallback():
+    """Without corral-exec, workers start by fork, and say so; when it
+    vanishes while corrald runs, the next start falls back to fork, logs it
+    once, and the worker starts all the same."""
+    import shutil
+    ct.need_memcg()
+    helper = os.path.join(os.path.dirname(ct.CORRALD), "corral-exec")
+    with h.corral_cgroup("pace-fork") as cg:
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-fork",
+                       env={"CORRAL_EXEC": "fork"})
+        try:
+            assert "workers start by fork" in c.log(), c.log()
+            calls = trace_spawns(c, 6)
+            assert sum(copies_memory(l) for l in calls) >= 4, calls
+            assert c.get("/light")[0] == 200
+        finally:
+            c.close()
+        tmp_helper = os.path.join(ct.tempfile.mkdtemp(prefix="corral-pace-gone-"), "corral-exec")
+        shutil.copy2(helper, tmp_helper)
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-gone",
+                       env={"CORRAL_EXEC": tmp_helper})
+        try:
+            assert f"workers start through {tmp_helper}" in c.log(), c.log()
+            os.unlink(tmp_helper)
+            assert c.ctl("scale", workers=4)["ok"]
+            c.wait_ready(4, 30)
+            log = c.log()
+            assert log.count(f"cannot run {tmp_helper}") == 1, log
+            assert "workers start by fork from now on" in log, log
+            assert not c.history(), c.history()[:3]
+        finally:
+            c.close()
+            os.rmdir(os.path.dirname(tmp_helper))
+
+
 def test_start_term_counts():
     """--workers 200 and SIGTERM at once: the stop cancels the queued spawns
     and says how many; every started worker is drained and counted."""

@@ -1,12 +1,14 @@
-/* cr_spawn: fork + exec of one worker, the way libuv's process.c does it but
- * with the two things uv_spawn cannot do: put the child in its cgroup before
- * it runs a single instruction of the worker program, and leave reaping (and
+/* cr_spawn: starts one worker, the way libuv's process.c does it but with
+ * the two things uv_spawn cannot do: put the child in its cgroup before it
+ * runs a single instruction of the worker program, and leave reaping (and
  * so the full siginfo, core-dumped flag included) to the caller.
  *
- * The child moves itself into its cgroup (a cgroup.procs fd the parent
- * opened) before exec; an exec-failure pipe carries the stage and errno
- * back (EOF = exec worked). The parent never waits for the child: it
- * watches the pipe from its loop (cr_spawn_read_exec).
+ * With corral-exec (o->helper) the start is a posix_spawn() of it, which
+ * never copies corrald's address space; without, a fork(). Either way the
+ * child moves itself into its cgroup (a cgroup.procs fd the parent opened)
+ * before exec, and an exec-failure pipe carries the stage and errno back
+ * (EOF = the worker program was exec'd). The parent never waits for the
+ * worker: it watches the pipe from its loop (cr_spawn_read_exec).
  */
 #pragma once
 
@@ -14,7 +16,10 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "spawnchild.h"
+
 struct cr_spawn_opts {
+    const char *helper;      /* corral-exec's path, or NULL to fork */
     const char *path;        /* resolved program path */
     char *const *argv;
     char *const *envp;       /* must contain one "LISTEN_PID=" entry, padded (see below) */
@@ -40,16 +45,17 @@ struct cr_spawn_result {
     int exec_fd; /* CLOEXEC, non-blocking: readable once the child exec'd (EOF) or failed */
 };
 
-/* Where a child that never exec'd failed. */
-enum { CR_SPAWN_EXEC = 1, CR_SPAWN_ATTACH = 2 };
+/* Starts the child. On success (>= 0) it exists and must be reaped by the
+ * caller, who owns pidfd and exec_fd. -errno when the start or pidfd_open
+ * fails (nothing left running). Never waits for the worker program.
+ * When corral-exec itself cannot be run, forks instead, and says so in
+ * *ret_helper_errno (0 otherwise): the caller should stop naming it. */
+int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret, int *ret_helper_errno);
 
-/* The padded LISTEN_PID entry: the child writes its pid over the spaces. */
-#define CR_SPAWN_LISTEN_PID_TEMPLATE "LISTEN_PID=                    "
-
-/* Forks. On success (>= 0) the child exists and must be reaped by the
- * caller, who owns pidfd and exec_fd. -errno when fork or pidfd_open fails
- * (nothing left running). Never waits for the child. */
-int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret);
+/* corral-exec's path: $CORRAL_EXEC, else beside corrald in a build tree,
+ * else installed. NULL when it is not there to run, or CORRAL_EXEC=fork
+ * asks for fork(). Caller frees. */
+char *cr_spawn_helper_find(void);
 
 /* Reads the child's report from exec_fd: *ret_errno 0 when exec worked
  * (EOF), else the errno of the stage that failed (CR_SPAWN_ATTACH: the

@@ -1,0 +1,122 @@
+/* The line corrald hands corral-exec (spawnchild.h): what is written is
+ * read back unchanged, and anything else is refused whole. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "spawnchild.h"
+
+static void round_trip(const struct cr_spawn_child *in)
+{
+    char buf[256];
+    int n = cr_spawn_child_format(in, buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_int_equal((size_t)n, strlen(buf));
+    struct cr_spawn_child out;
+    memset(&out, 0xA5, sizeof(out));
+    assert_int_equal(cr_spawn_child_parse(buf, &out), 0);
+    assert_int_equal(out.ppid, in->ppid);
+    assert_int_equal(out.err_fd, in->err_fd);
+    assert_int_equal(out.procs_fd, in->procs_fd);
+    assert_int_equal(out.listen_pid_slot, in->listen_pid_slot);
+    assert_int_equal(out.has_nofile, in->has_nofile);
+    if (in->has_nofile) {
+        assert_true(out.nofile.rlim_cur == in->nofile.rlim_cur);
+        assert_true(out.nofile.rlim_max == in->nofile.rlim_max);
+    }
+    assert_int_equal(out.set_ids, in->set_ids);
+    if (in->set_ids) {
+        assert_int_equal(out.uid, in->uid);
+        assert_int_equal(out.gid, in->gid);
+    }
+}
+
+static void test_everything_present(void **state)
+{
+    (void)state;
+    struct cr_spawn_child c = {
+        .ppid = 4194304, .err_fd = 5, .procs_fd = 6, .listen_pid_slot = 17,
+        .has_nofile = true, .nofile = {.rlim_cur = 1024, .rlim_max = RLIM_INFINITY},
+        .set_ids = true, .uid = 65534, .gid = 65534,
+    };
+    round_trip(&c);
+    char buf[256];
+    cr_spawn_child_format(&c, buf, sizeof(buf));
+    char want[128];
+    snprintf(want, sizeof(want), "corral1:4194304:5:6:17:1024:%llu:65534:65534",
+             (unsigned long long)RLIM_INFINITY);
+    assert_string_equal(buf, want);
+}
+
+static void test_absent_fields(void **state)
+{
+    (void)state;
+    struct cr_spawn_child c = {.ppid = 1, .err_fd = 5, .procs_fd = -1, .listen_pid_slot = -1};
+    round_trip(&c);
+    char buf[64];
+    cr_spawn_child_format(&c, buf, sizeof(buf));
+    assert_string_equal(buf, "corral1:1:5:-:-:-:-:-:-");
+    /* Root is a user to drop to like any other (--user 0 --group nogroup). */
+    c.set_ids = true;
+    c.uid = 0;
+    c.gid = 65534;
+    round_trip(&c);
+}
+
+static void test_too_small_a_buffer(void **state)
+{
+    (void)state;
+    struct cr_spawn_child c = {.ppid = 1, .err_fd = 5, .procs_fd = -1, .listen_pid_slot = -1};
+    char buf[8];
+    assert_int_equal(cr_spawn_child_format(&c, buf, sizeof(buf)), -ENOSPC);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    static const char *bad[] = {
+        NULL,
+        "",
+        "corral1",
+        "corral0:1:5:6:7:1:2:3:4",          /* another tag */
+        "corral1:1:5:6:7:1:2:3",            /* a field short */
+        "corral1:1:5:6:7:1:2:3:4:5",        /* a field over */
+        "corral1:1:5:6:7:1:2:3:4:",         /* a trailing separator */
+        "corral1:0:5:6:7:1:2:3:4",          /* pid 0 */
+        "corral1:-:5:6:7:1:2:3:4",          /* ppid absent */
+        "corral1:1:-:6:7:1:2:3:4",          /* no failure pipe */
+        "corral1:1:5:6:7:1:-:3:4",          /* half a limit */
+        "corral1:1:5:6:7:1:2:-:4",          /* a uid without a gid */
+        "corral1:1:5:6:7:1:2:3:-",          /* a gid without a uid */
+        "corral1:2147483648:5:6:7:1:2:3:4", /* pid beyond pid_t */
+        "corral1:1:5:6:7:1:2:4294967295:4", /* (uid_t)-1: "no change" to setresuid */
+        "corral1:1:5:6:7:1:18446744073709551616:3:4", /* beyond 64 bits */
+        "corral1:1:5:6:7:1:2:3:4x",         /* junk after a number */
+        "corral1:1:+5:6:7:1:2:3:4",         /* a sign */
+        "corral1:1: 5:6:7:1:2:3:4",         /* a blank */
+        "corral1:1:5::7:1:2:3:4",           /* an empty field */
+        "corral1:1:5:6:--:1:2:3:4",         /* two dashes */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        struct cr_spawn_child c = {.ppid = 77};
+        assert_int_equal(cr_spawn_child_parse(bad[i], &c), -EINVAL);
+        assert_int_equal(c.ppid, 77); /* untouched */
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_everything_present),
+        cmocka_unit_test(test_absent_fields),
+        cmocka_unit_test(test_too_small_a_buffer),
+        cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
