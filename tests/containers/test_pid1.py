@@ -2,7 +2,8 @@
 container engine starts it.
 
   detect:  corrald says it is PID 1 and takes the container stop timeout
-           (8 s, inside the engines' 10 s grace).
+           (8 s, inside the engines' 10 s grace); workers start through
+           corral-exec there too.
   reaping: a worker that forks (`sh -c '(sleep 2 &); exec corral-worker'`)
            leaves an orphan that is re-parented to PID 1; once it exits it
            must be reaped, not left as a zombie, across the worker's deaths
@@ -114,6 +115,9 @@ def test_detect():
         log = c.log()
         assert "as PID 1" in log, log
         assert "default stop timeout is 8 s" in log, log
+        # posix_spawn (CLONE_VM|CLONE_VFORK) works from PID 1; CLONE_PARENT
+        # would not.
+        assert "workers start through " in log and "start by fork" not in log, log
         st = ctl(c.sock, "status")
         cfg = st.get("config") or st["supervisor"].get("config", {})
         if "stop-timeout" in cfg:

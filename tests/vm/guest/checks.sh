@@ -153,6 +153,20 @@ check_status_line() {
 		fail "systemctl status shows no Status: line"
 }
 
+# Workers start through the installed corral-exec, under the unit's
+# hardening (NoNewPrivileges, ProtectSystem=strict), not by fork.
+check_spawn_path() {
+	need_active || return 1
+	local log
+	log=$(journalctl -u "$UNIT" -o cat --no-pager)
+	echo "$log" | grep -q 'workers start through /.*/libexec/corral/corral-exec' ||
+		fail "no 'workers start through …/corral-exec' in the journal" || return 1
+	if echo "$log" | grep -q 'start by fork'; then
+		fail "workers started by fork: $(echo "$log" | grep 'by fork' | head -n 1)"
+		return 1
+	fi
+}
+
 check_supervisor_leaf() {
 	need_active || return 1
 	local cg mp
@@ -477,6 +491,7 @@ check_template_instance() {
 setup
 check start check_start
 check status-line check_status_line
+check spawn-path check_spawn_path
 check supervisor-leaf check_supervisor_leaf
 check worker-leaves check_worker_leaves
 check hardening check_hardening
