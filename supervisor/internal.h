@@ -213,6 +213,7 @@ struct cr_supervisor {
     /* corral-exec, through which workers start without a fork of corrald
      * (spawnchild.h); NULL: fork. */
     char *spawn_helper;
+    struct cr_spawn_vm *spawn_vm; /* the stacks of children not yet exec'd (spawnvm.h) */
 };
 
 /* Loop milliseconds: the clock of deadlines and uptimes. */

@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "log.h"
 #include "spawnproc.h"
+#include "spawnvm.h"
 #include "supervisor.h"
 #include "view.h"
 #include "worker_io.h"
@@ -242,11 +243,16 @@ int cr_supervisor_open(struct cr_supervisor *sup)
     if (!sup->worker_path)
         return -ENOMEM;
     sup->spawn_helper = cr_spawn_helper_find();
+    /* CORRAL_SPAWN=vfork: posix_spawn even where a CLONE_VM child that
+     * corrald does not wait for is available (the tests of that path). */
+    const char *how = getenv("CORRAL_SPAWN");
+    if ((!how || strcmp(how, "vfork") != 0) && (r = cr_spawn_vm_new(&sup->spawn_vm)) < 0)
+        return r;
     if (sup->spawn_helper)
         cr_log(CR_LOG_INFO, "workers start through %s", sup->spawn_helper);
     else
         cr_log(CR_LOG_WARNING, "workers start by fork: corral-exec is not installed "
-               "(or CORRAL_EXEC=fork), so each start copies corrald's page tables");
+               "(or CORRAL_SPAWN=fork), so each start copies corrald's page tables");
     if ((r = open_listener(sup)) < 0)
         return r;
     if ((r = cr_worker_ids_resolve(sup)) < 0)
@@ -299,6 +305,7 @@ void cr_supervisor_done(struct cr_supervisor *sup)
     sup->history = cr_history_free(sup->history);
     free(sup->worker_path);
     free(sup->spawn_helper);
+    sup->spawn_vm = cr_spawn_vm_free(sup->spawn_vm);
     free(sup->generations);
     cr_config_done(&sup->cfg);
 }

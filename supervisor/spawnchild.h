@@ -23,8 +23,9 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
-/* Where a child that never exec'd failed. */
-enum { CR_SPAWN_EXEC = 1, CR_SPAWN_ATTACH = 2 };
+/* Where a child that never exec'd failed: its exec (or the set-up before
+ * it), its move into its cgroup, or the exec of corral-exec itself. */
+enum { CR_SPAWN_EXEC = 1, CR_SPAWN_ATTACH = 2, CR_SPAWN_HELPER = 3 };
 
 /* The padded LISTEN_PID entry: the child writes its pid over the spaces. */
 #define CR_SPAWN_LISTEN_PID_TEMPLATE "LISTEN_PID=                    "

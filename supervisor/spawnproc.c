@@ -1,6 +1,7 @@
 #include "spawnproc.h"
 
 #include "cr_config.h"
+#include "spawnvm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -136,30 +137,38 @@ static pid_t start_by_fork(const struct cr_spawn_opts *o, const struct fds *f)
     return pid < 0 ? -fork_errno : pid;
 }
 
-/* posix_spawn() of corral-exec: glibc starts it with clone(CLONE_VM |
- * CLONE_VFORK), so corrald's page tables are never copied and fork's waits
- * on its libraries' mapping locks never happen; corrald is held only until
- * the child has exec'd corral-exec. The file actions put the worker's fds
- * at 0-4 and corral-exec's own at 5-6; every other fd is CLOEXEC. Returns
- * the pid, or -errno (nothing left running). */
-static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
+/* corral-exec's argument vector: the line of the child's last steps, the
+ * worker's path, the worker's argv. *ret_argv points into spec; free it. */
+static int helper_argv(const struct cr_spawn_opts *o, char *spec, size_t spec_size,
+                       char ***ret_argv)
 {
     struct cr_spawn_child c = child_spec(o, CR_SPAWN_HELPER_ERR_FD, CR_SPAWN_HELPER_PROCS_FD);
-    char spec[256];
-    int r = cr_spawn_child_format(&c, spec, sizeof(spec));
+    int r = cr_spawn_child_format(&c, spec, spec_size);
     if (r < 0)
         return r;
     size_t argc = 0;
     while (o->argv[argc])
         argc++;
-    char **hargv = calloc(argc + 4, sizeof(*hargv));
-    if (!hargv)
+    char **v = calloc(argc + 4, sizeof(*v));
+    if (!v)
         return -ENOMEM;
-    hargv[0] = (char *)"corral-exec";
-    hargv[1] = spec;
-    hargv[2] = (char *)o->path;
-    memcpy(hargv + 3, o->argv, argc * sizeof(*hargv));
+    v[0] = (char *)"corral-exec";
+    v[1] = spec;
+    v[2] = (char *)o->path;
+    memcpy(v + 3, o->argv, argc * sizeof(*v));
+    *ret_argv = v;
+    return 0;
+}
 
+/* posix_spawn() of corral-exec: glibc starts it with clone(CLONE_VM |
+ * CLONE_VFORK), so corrald's page tables are never copied and fork's waits
+ * on its libraries' mapping locks never happen; but corrald is held until
+ * the child has exec'd corral-exec. The file actions put the worker's fds
+ * at 0-4 and corral-exec's own at 5-6; every other fd is CLOEXEC. Returns
+ * the pid, or -errno (nothing left running). */
+static pid_t start_by_posix_spawn(const struct cr_spawn_opts *o, const struct fds *f,
+                                  char **hargv)
+{
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     sigset_t all, none;
@@ -167,7 +176,7 @@ static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
     sigemptyset(&none);
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&at);
-    r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    int r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     if (f->out >= 0)
         r = r ?: posix_spawn_file_actions_adddup2(&fa, f->out, 1);
     if (f->out >= 0)
@@ -190,8 +199,32 @@ static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
     r = r ?: posix_spawn(&pid, o->helper, &fa, &at, hargv, o->envp);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
-    free(hargv);
     return r ? -r : pid;
+}
+
+/* corral-exec, started the cheapest way available: a CLONE_VM child that
+ * corrald does not wait for (spawnvm.h), else posix_spawn. A helper that
+ * is no longer there to run is noticed before either (-ENOENT, -EACCES):
+ * the CLONE_VM child could only report it after the fact. */
+static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
+{
+    char spec[256];
+    char **hargv;
+    int r = helper_argv(o, spec, sizeof(spec), &hargv);
+    if (r < 0)
+        return r;
+    pid_t pid = -ENOSYS;
+    if (o->vm && access(o->helper, X_OK) < 0)
+        pid = -errno;
+    else if (o->vm)
+        pid = cr_spawn_vm_start(o->vm, o->helper, hargv, o->envp,
+                                &(struct cr_spawn_vm_fds){.out = f->out, .fd3 = f->fd3,
+                                                          .fd4 = f->fd4, .err_w = f->err_w,
+                                                          .procs = f->procs});
+    if (pid == -ENOSYS)
+        pid = start_by_posix_spawn(o, f, hargv);
+    free(hargv);
+    return pid;
 }
 
 /* corral-exec itself could not be run (as opposed to the system being out
@@ -257,7 +290,8 @@ int cr_spawn_read_exec(int exec_fd, int *ret_stage, int *ret_errno)
         *ret_errno = 0; /* EOF: exec worked */
         return 0;
     }
-    *ret_stage = report[0] == CR_SPAWN_ATTACH ? CR_SPAWN_ATTACH : CR_SPAWN_EXEC;
+    *ret_stage = report[0] == CR_SPAWN_ATTACH || report[0] == CR_SPAWN_HELPER ? report[0]
+                                                                              : CR_SPAWN_EXEC;
     *ret_errno = report[1] > 0 ? report[1] : EIO;
     return 0;
 }
@@ -323,8 +357,8 @@ char *cr_spawn_find_file(const char *env_var, const char *rel, int mode, const c
 
 char *cr_spawn_helper_find(void)
 {
-    const char *env = getenv("CORRAL_EXEC");
-    if (env && strcmp(env, "fork") == 0)
+    const char *how = getenv("CORRAL_SPAWN");
+    if (how && strcmp(how, "fork") == 0)
         return NULL;
     char *p = cr_spawn_find_file("CORRAL_EXEC", "corral-exec", X_OK,
                                  CR_LIBEXECDIR "/corral/corral-exec");

@@ -18,8 +18,11 @@
 
 #include "spawnchild.h"
 
+struct cr_spawn_vm;
+
 struct cr_spawn_opts {
     const char *helper;      /* corral-exec's path, or NULL to fork */
+    struct cr_spawn_vm *vm;  /* with helper: start it without waiting (spawnvm.h), or NULL */
     const char *path;        /* resolved program path */
     char *const *argv;
     char *const *envp;       /* must contain one "LISTEN_PID=" entry, padded (see below) */
@@ -53,13 +56,14 @@ struct cr_spawn_result {
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret, int *ret_helper_errno);
 
 /* corral-exec's path: $CORRAL_EXEC, else beside corrald in a build tree,
- * else installed. NULL when it is not there to run, or CORRAL_EXEC=fork
+ * else installed. NULL when it is not there to run, or CORRAL_SPAWN=fork
  * asks for fork(). Caller frees. */
 char *cr_spawn_helper_find(void);
 
 /* Reads the child's report from exec_fd: *ret_errno 0 when exec worked
  * (EOF), else the errno of the stage that failed (CR_SPAWN_ATTACH: the
- * cgroup move, CR_SPAWN_EXEC: execve or the set-up before it). -EAGAIN:
+ * cgroup move, CR_SPAWN_HELPER: the exec of corral-exec, CR_SPAWN_EXEC:
+ * execve or the set-up before it). -EAGAIN:
  * nothing to read yet. */
 int cr_spawn_read_exec(int exec_fd, int *ret_stage, int *ret_errno);
 

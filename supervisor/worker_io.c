@@ -289,10 +289,19 @@ static void read_exec(struct cr_wio *io)
         return;
     w->exec_errno = err;
     const struct cr_config *c = &w->sup->cfg;
-    if (stage == CR_SPAWN_ATTACH)
+    if (stage == CR_SPAWN_ATTACH) {
         cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
                      "worker %d: cannot enter its cgroup: %s", w->id, strerror(err));
-    else
+    } else if (stage == CR_SPAWN_HELPER) {
+        /* It vanished between the check before the start and the child's
+         * exec: the worker's replacement (and every start after) forks. */
+        struct cr_supervisor *sup = w->sup;
+        cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
+                     "worker %d: cannot run %s: %s; workers start by fork from now on", w->id,
+                     sup->spawn_helper ? sup->spawn_helper : "corral-exec", strerror(err));
+        free(sup->spawn_helper);
+        sup->spawn_helper = NULL;
+    } else
         cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
                      "worker %d: cannot execute %s: %s", w->id,
                      c->argc ? c->argv[0] : w->sup->worker_path, strerror(err));

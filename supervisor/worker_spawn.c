@@ -291,7 +291,7 @@ int cr_worker_spawn(struct cr_worker *w)
     cr_cg_worker_baseline(w, own0_read ? &own0 : NULL);
 
     struct cr_spawn_opts o = {
-        .helper = sup->spawn_helper, .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
+        .helper = sup->spawn_helper, .vm = sup->spawn_vm, .path = path, .argv = argv.v, .envp = env.v, .listen_pid_slot = slot,
         .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1], .procs_fd = procs_fd,
         .set_ids = sup->set_ids, .uid = sup->worker_uid, .gid = sup->worker_gid,
         .nofile = sup->nofile_saved ? &sup->nofile : NULL,
