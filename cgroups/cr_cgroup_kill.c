@@ -47,24 +47,30 @@ int cr_cgroup_parse_procs(const char *text, pid_t *pids, size_t cap, size_t *ret
 
 int cr_cgroup_read_procs(struct cr_cgroup *cg, pid_t **ret, size_t *ret_n)
 {
-    char *text;
-    pid_t *pids;
-    size_t n = 0;
-    int r;
+    char small[4096];
+    char *text = small;
+    size_t size = sizeof small, n = 0;
+    pid_t *pids = NULL;
     if (!cg || !ret || !ret_n)
         return -EINVAL;
-    text = malloc(PROCS_TEXT_MAX);
-    /* A pid takes at least two bytes of the text ("1\n"). */
-    pids = malloc(sizeof *pids * (PROCS_TEXT_MAX / 2));
-    if (!text || !pids) {
-        free(text);
-        free(pids);
-        return -ENOMEM;
+    /* A dying worker's group is empty, or holds a few leftovers: a stack
+     * buffer first, and the big one (whose allocation is an mmap and an
+     * munmap, at every death) only when that is full. */
+    int r = cr_cgroup_read_file(cg->path, "cgroup.procs", small, sizeof small);
+    if (r == -EFBIG) {
+        size = PROCS_TEXT_MAX;
+        text = malloc(size);
+        if (!text)
+            return -ENOMEM;
+        r = cr_cgroup_read_file(cg->path, "cgroup.procs", text, size);
     }
-    r = cr_cgroup_read_file(cg->path, "cgroup.procs", text, PROCS_TEXT_MAX);
-    if (r >= 0)
-        r = cr_cgroup_parse_procs(text, pids, PROCS_TEXT_MAX / 2, &n);
-    free(text);
+    if (r >= 0) {
+        /* A pid takes at least two bytes of the text ("1\n"). */
+        pids = malloc(sizeof *pids * (size / 2));
+        r = pids ? cr_cgroup_parse_procs(text, pids, size / 2, &n) : -ENOMEM;
+    }
+    if (text != small)
+        free(text);
     if (r < 0) {
         free(pids);
         return r;

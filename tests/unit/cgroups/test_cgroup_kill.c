@@ -60,10 +60,11 @@ static size_t procs(struct cr_cgroup *cg)
     return n;
 }
 
-/* Waits (bounded: 5 s) for the group to hold exactly want processes. */
+/* Waits (bounded: 5 s, or 60 s for many) for the group to hold exactly
+ * want processes. */
 static bool wait_procs(struct cr_cgroup *cg, size_t want)
 {
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < (want > 100 ? 6000 : 500); i++) {
         if (procs(cg) == want)
             return true;
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
@@ -135,6 +136,37 @@ int main(void)
     }
     CHECK(wait_procs(stale, 0));
     CHECK(cr_cgroup_remove(stale, 1000) == 0);
+
+    /* More processes than a 4 KiB read of cgroup.procs holds (~1000 pids
+     * of 4-7 digits): the list is read whole, and every one is killed. */
+    snprintf(rel, sizeof rel, "/corral-test-%d-kill/w3-1", (int)getpid());
+    struct cr_cgroup *many = NULL;
+    CHECK(cr_cgroup_open(rel, true, &many) == 0);
+    if (many) {
+        pid = spawn_in(many, "i=1; while [ $i -lt 1000 ]; do sleep 600 & i=$((i + 1)); done; "
+                             "exec sleep 600");
+        CHECK(wait_procs(many, 1000));
+        /* The case this is about: the list is longer than the first read. */
+        char path[512], text[16384];
+        snprintf(path, sizeof path, "%s/cgroup.procs", cr_cgroup_fs_path(many));
+        FILE *f = fopen(path, "re");
+        size_t len = f ? fread(text, 1, sizeof text, f) : 0;
+        if (f)
+            fclose(f);
+        CHECK(len >= 4096);
+        n = 0;
+        CHECK(cr_cgroup_kill(many, SIGKILL, &n) == 0);
+        printf("kill of 1000: signalled %u\n", n);
+        CHECK(n == 1000);
+        CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
+        for (int i = 0; i < 500 && procs(many) != 0; i++) {
+            reap_orphans();
+            nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        }
+        CHECK(wait_procs(many, 0));
+        CHECK(cr_cgroup_remove(many, 1000) == 0);
+        cr_cgroup_free(many);
+    }
 
     /* The root group is never killed. */
     struct cr_cgroup *root = NULL;
