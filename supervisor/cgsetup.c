@@ -21,20 +21,22 @@
 #include "instance.h"
 #include "log.h"
 
-uint64_t cr_vmstat_oom_kill(void)
+/* The system's OOM-kill counter (/proc/vmstat's oom_kill), read at every
+ * spawn and every death. The file stays open and is read whole with one
+ * pread (it is regenerated from offset 0); 0 when it cannot be read. */
+static uint64_t vmstat_oom_kill(struct cr_supervisor *sup)
 {
-    FILE *f = fopen("/proc/vmstat", "re");
-    if (!f)
+    char buf[16384];
+    if (sup->vmstat_fd < 0)
+        sup->vmstat_fd = open("/proc/vmstat", O_RDONLY | O_CLOEXEC);
+    if (sup->vmstat_fd < 0)
         return 0;
-    char key[64];
-    unsigned long long v, found = 0;
-    while (fscanf(f, "%63s %llu", key, &v) == 2)
-        if (strcmp(key, "oom_kill") == 0) {
-            found = v;
-            break;
-        }
-    fclose(f);
-    return found;
+    ssize_t n = pread(sup->vmstat_fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\noom_kill ");
+    return p ? strtoull(p + strlen("\noom_kill "), NULL, 10) : 0;
 }
 
 static char *join(const char *a, const char *b)
@@ -470,7 +472,7 @@ void cr_cg_worker_baseline(struct cr_worker *w, const struct cr_cgroup_events *o
 {
     struct cr_supervisor *sup = w->sup;
     struct cr_cgroup *own = w->cg ? w->cg : shared_group(sup);
-    w->vmstat_oom0 = cr_vmstat_oom_kill();
+    w->vmstat_oom0 = vmstat_oom_kill(w->sup);
     w->own0 = (struct cr_oom_delta){0};
     w->anc0 = (struct cr_oom_delta){0};
     if (!own)
@@ -534,7 +536,7 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
 {
     struct cr_supervisor *sup = w->sup;
     struct cr_cgroup *shared = w->cg ? NULL : shared_group(sup);
-    uint64_t sys = cr_vmstat_oom_kill();
+    uint64_t sys = vmstat_oom_kill(sup);
     ev->system_oom_kill =
         died_of_sigkill(ev) && sys >= w->vmstat_oom0 ? sys - w->vmstat_oom0 : 0;
     pm->oom_system = ev->system_oom_kill;
@@ -673,6 +675,9 @@ void cr_cg_apply_limits(struct cr_supervisor *sup)
 
 void cr_cg_done(struct cr_supervisor *sup)
 {
+    if (sup->vmstat_fd >= 0)
+        close(sup->vmstat_fd);
+    sup->vmstat_fd = -1;
     for (size_t i = 0; i < sup->cg_ntrash; i++) {
         cr_cgroup_remove(sup->cg_trash[i], 1000);
         cr_cgroup_free(sup->cg_trash[i]);

@@ -28,7 +28,6 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
 void cr_cg_worker_release(struct cr_worker *w); /* remove now or queue for removal */
 void cr_cg_apply_limits(struct cr_supervisor *sup); /* after `set memory-max …` */
 void cr_cg_done(struct cr_supervisor *sup);
-uint64_t cr_vmstat_oom_kill(void);
 /* The heap limit handed to workers: the tightest of the per-worker limit and
  * the tightest enclosing limit shared among the workers, minus the headroom;
  * 0 when no limit applies. */

@@ -147,6 +147,7 @@ struct cr_supervisor {
     uid_t worker_uid;
     gid_t worker_gid;
     int notify_fd;
+    int vmstat_fd; /* /proc/vmstat, kept open for its OOM-kill counter (cgsetup.c) */
     void *io_by_pid; /* tsearch(3) tree of the live generations by pid (worker_io.c) */
     struct cr_wio *reap_head, *reap_tail; /* exits noticed, not reaped yet (worker_io.c) */
     uv_idle_t reap_turn; /* runs while the reap queue is not empty */

@@ -219,6 +219,7 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     sup->notify_fd = -1;
     sup->listener.fd = -1;
     sup->cg_lock_fd = -1;
+    sup->vmstat_fd = -1;
     sup->started_at = uv_now(loop);
     sup->started_wall_ms = cr_wall_ms();
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
