@@ -22,19 +22,27 @@
 #include "log.h"
 
 /* The system's OOM-kill counter (/proc/vmstat's oom_kill), read at every
- * spawn and every death. The file stays open and is read whole with one
- * pread (it is regenerated from offset 0); 0 when it cannot be read. */
+ * spawn and every death. The file stays open; a seq_file hands out at
+ * most a page per read, so it is read on from each read's end (the kernel
+ * regenerates it from offset 0 on the first) until EOF. 0 when it cannot
+ * be read. */
 static uint64_t vmstat_oom_kill(struct cr_supervisor *sup)
 {
-    char buf[16384];
+    char buf[32768];
+    size_t len = 0;
     if (sup->vmstat_fd < 0)
         sup->vmstat_fd = open("/proc/vmstat", O_RDONLY | O_CLOEXEC);
     if (sup->vmstat_fd < 0)
         return 0;
-    ssize_t n = pread(sup->vmstat_fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
+    while (len < sizeof(buf) - 1) {
+        ssize_t n = pread(sup->vmstat_fd, buf + len, sizeof(buf) - 1 - len, (off_t)len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
     const char *p = strstr(buf, "\noom_kill ");
     return p ? strtoull(p + strlen("\noom_kill "), NULL, 10) : 0;
 }

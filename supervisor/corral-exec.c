@@ -1,7 +1,7 @@
 /* corral-exec: the step between corrald and a worker program.
  *
- * corrald starts it with posix_spawn() (so the kernel does not copy
- * corrald's address space: see spawnchild.h) with fds 0-4 already the
+ * corrald starts it from a child that shares its memory (no copy of
+ * corrald's address space: spawnvm.h, or posix_spawn) with fds 0-4 already the
  * worker's, the exec-failure pipe on CR_SPAWN_HELPER_ERR_FD and the worker
  * group's cgroup.procs on CR_SPAWN_HELPER_PROCS_FD. It does the last steps
  * of the start and execs the worker in its own place, so the worker keeps
@@ -14,9 +14,17 @@
  * corrald resolves users to numbers). Not meant to be run by hand. */
 #include "spawnchild.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#ifndef CR_EXEC_STATIC
+#define CR_EXEC_STATIC 0
+#endif
 
 extern char **environ;
 
@@ -26,20 +34,44 @@ static void cloexec(int fd)
         fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* A line this build cannot read (corrald and corral-exec of different
+ * versions): said on the exec-failure pipe, so that corrald stops using
+ * this program rather than taking the exit for the worker's. */
+static int refuse(void)
+{
+    struct stat st;
+    int report[2] = {CR_SPAWN_HELPER, EPROTO};
+    fprintf(stderr, "corral-exec: started by corrald only (SPEC PATH ARGV0 [ARG...])\n");
+    if (fstat(CR_SPAWN_HELPER_ERR_FD, &st) == 0 && S_ISFIFO(st.st_mode))
+        (void)!write(CR_SPAWN_HELPER_ERR_FD, report, sizeof(report));
+    return 127;
+}
+
 int main(int argc, char **argv)
 {
+    /* corrald's probe at start-up: the program runs here, and says whether
+     * it is static (a dynamic one would let the loader act on LD_*
+     * variables meant for the workers while it still runs as root). */
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0)
+        return CR_EXEC_STATIC ? 0 : 3;
+    /* Signals arrive blocked, with corrald's dispositions (the child that
+     * started us shared corrald's memory, where a handler or a core dump
+     * must not run): the worker starts from the defaults. */
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+
     struct cr_spawn_child c;
-    if (argc < 4 || cr_spawn_child_parse(argv[1], &c) < 0) {
-        fprintf(stderr, "corral-exec: started by corrald only (SPEC PATH ARGV0 [ARG...])\n");
-        return 127;
-    }
+    if (argc < 4 || cr_spawn_child_parse(argv[1], &c) < 0)
+        return refuse();
     int envc = 0;
     while (environ[envc])
         envc++;
-    if (c.listen_pid_slot >= envc) {
-        fprintf(stderr, "corral-exec: no LISTEN_PID entry at %d\n", c.listen_pid_slot);
-        return 127;
-    }
+    if (c.listen_pid_slot >= envc)
+        return refuse();
     /* Neither descriptor is the worker's business. */
     cloexec(c.err_fd);
     cloexec(c.procs_fd);

@@ -235,6 +235,45 @@ void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
     sup->spawn_pacer.data = sup->spawn_recheck.data = sup;
 }
 
+/* How workers will start: through corral-exec, run once here the way
+ * they will start it, or by fork when it is missing, cannot run, or is
+ * linked dynamically while workers drop to another user. Logged, since
+ * it decides what a start costs the loop. */
+static int spawn_way(struct cr_supervisor *sup)
+{
+    const char *how = getenv("CORRAL_SPAWN");
+    if (how && strcmp(how, "fork") != 0 && strcmp(how, "vfork") != 0)
+        cr_log(CR_LOG_WARNING, "CORRAL_SPAWN=%s: not fork or vfork; ignored", how);
+    sup->spawn_helper = cr_spawn_helper_find();
+    /* CORRAL_SPAWN=vfork: posix_spawn even where a CLONE_VM child that
+     * corrald does not wait for is available (the tests of that path). */
+    int r;
+    if ((!how || strcmp(how, "vfork") != 0) && (r = cr_spawn_vm_new(&sup->spawn_vm)) < 0)
+        return r;
+    if (!sup->spawn_helper) {
+        cr_log(CR_LOG_WARNING, "workers start by fork: corral-exec is not installed "
+               "(or CORRAL_SPAWN=fork), so each start copies corrald's page tables");
+        return 0;
+    }
+    int p = cr_spawn_helper_probe(sup->spawn_helper, sup->spawn_vm);
+    const char *why = p < 0 ? strerror(-p)
+                      : p == 1 && sup->set_ids
+                          ? "it is linked dynamically, and its loader would act on LD_* "
+                            "variables meant for the workers while it still runs as root"
+                          : NULL;
+    if (why) {
+        cr_log(CR_LOG_WARNING, "workers start by fork: cannot use %s (%s)", sup->spawn_helper,
+               why);
+        free(sup->spawn_helper);
+        sup->spawn_helper = NULL;
+        return 0;
+    }
+    cr_log(CR_LOG_INFO, "workers start through %s, %s", sup->spawn_helper,
+           cr_spawn_vm_usable(sup->spawn_vm) ? "from a CLONE_VM child corrald does not wait for"
+                                             : "by posix_spawn");
+    return 0;
+}
+
 int cr_supervisor_open(struct cr_supervisor *sup)
 {
     int r;
@@ -243,20 +282,11 @@ int cr_supervisor_open(struct cr_supervisor *sup)
     sup->worker_path = cr_worker_default_path();
     if (!sup->worker_path)
         return -ENOMEM;
-    sup->spawn_helper = cr_spawn_helper_find();
-    /* CORRAL_SPAWN=vfork: posix_spawn even where a CLONE_VM child that
-     * corrald does not wait for is available (the tests of that path). */
-    const char *how = getenv("CORRAL_SPAWN");
-    if ((!how || strcmp(how, "vfork") != 0) && (r = cr_spawn_vm_new(&sup->spawn_vm)) < 0)
-        return r;
-    if (sup->spawn_helper)
-        cr_log(CR_LOG_INFO, "workers start through %s", sup->spawn_helper);
-    else
-        cr_log(CR_LOG_WARNING, "workers start by fork: corral-exec is not installed "
-               "(or CORRAL_SPAWN=fork), so each start copies corrald's page tables");
     if ((r = open_listener(sup)) < 0)
         return r;
     if ((r = cr_worker_ids_resolve(sup)) < 0)
+        return r;
+    if ((r = spawn_way(sup)) < 0)
         return r;
     if ((r = cr_io_notify_open(sup)) < 0) {
         cr_log(CR_LOG_ERR, "cannot open the worker notify socket: %s", strerror(-r));

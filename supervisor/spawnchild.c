@@ -172,9 +172,17 @@ void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, cha
     /* A credential change clears the parent-death signal: arm it again. */
     if (!err && c->set_ids && (err = drop_ids(c->uid, c->gid)) == 0)
         err = die_with_parent(c->ppid);
+    /* The slot must hold the padded template: an index alone could point
+     * at another variable if the environment moved. */
+    char *slot = !err && c->listen_pid_slot >= 0 ? envp[c->listen_pid_slot] : NULL;
+    if (slot && (strncmp(slot, "LISTEN_PID=", strlen("LISTEN_PID=")) != 0 ||
+                 strlen(slot) < strlen(CR_SPAWN_LISTEN_PID_TEMPLATE))) {
+        stage = CR_SPAWN_HELPER;
+        err = EPROTO;
+    }
     if (!err) {
-        if (c->listen_pid_slot >= 0) {
-            char *p = envp[c->listen_pid_slot] + strlen("LISTEN_PID=");
+        if (slot) {
+            char *p = slot + strlen("LISTEN_PID=");
             p[digits_of((unsigned)getpid(), p)] = '\0';
         }
         execve(path, argv, envp);

@@ -102,7 +102,7 @@ child(const struct cr_spawn_opts *o, const struct cr_spawn_child *c, const struc
     setsid();
     int err = 0;
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0)
+    if (devnull < 0 || (devnull == 0 ? fcntl(0, F_SETFD, 0) : dup2(devnull, 0)) < 0)
         err = errno;
     if (!err && f->out >= 0 && (dup2(f->out, 1) < 0 || dup2(f->out, 2) < 0))
         err = errno;
@@ -171,9 +171,8 @@ static pid_t start_by_posix_spawn(const struct cr_spawn_opts *o, const struct fd
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
-    sigset_t all, none;
+    sigset_t all;
     sigfillset(&all);
-    sigemptyset(&none);
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&at);
     int r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -188,11 +187,13 @@ static pid_t start_by_posix_spawn(const struct cr_spawn_opts *o, const struct fd
     r = r ?: posix_spawn_file_actions_adddup2(&fa, f->err_w, CR_SPAWN_HELPER_ERR_FD);
     if (f->procs >= 0)
         r = r ?: posix_spawn_file_actions_adddup2(&fa, f->procs, CR_SPAWN_HELPER_PROCS_FD);
-    /* Default dispositions and an empty mask, as the fork path sets them;
-     * our own session, so a Ctrl-C on corrald's terminal reaches corrald
-     * only. */
+    /* Every signal blocked until corral-exec, in a memory of its own,
+     * resets the dispositions and the mask (a core dump of a child that
+     * shares corrald's memory would take corrald with it on kernels before
+     * 5.16); our own session, so a Ctrl-C on corrald's terminal reaches
+     * corrald only. */
     r = r ?: posix_spawnattr_setsigdefault(&at, &all);
-    r = r ?: posix_spawnattr_setsigmask(&at, &none);
+    r = r ?: posix_spawnattr_setsigmask(&at, &all);
     r = r ?: posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK |
                                                POSIX_SPAWN_SETSID);
     pid_t pid = -1;
@@ -227,12 +228,60 @@ static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
     return pid;
 }
 
-/* corral-exec itself could not be run (as opposed to the system being out
- * of processes or memory): then fork, and stop naming it. */
+bool cr_spawn_helper_unusable(int err)
+{
+    return err == ENOENT || err == EACCES || err == ENOEXEC || err == ENOTDIR ||
+           err == ELIBBAD || err == EPERM || err == ELOOP || err == ENAMETOOLONG ||
+           err == EPROTO;
+}
+
 static bool helper_missing(int r)
 {
-    return r == -ENOENT || r == -EACCES || r == -ENOEXEC || r == -ENOTDIR || r == -ELIBBAD ||
-           r == -EPERM || r == -ELOOP || r == -ENAMETOOLONG;
+    return r < 0 && cr_spawn_helper_unusable(-r);
+}
+
+int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm)
+{
+    char *const argv[] = {(char *)"corral-exec", (char *)"--probe", NULL};
+    char *const envp[] = {NULL};
+    int p[2], err_w = -1, r;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    if ((err_w = fcntl(p[1], F_DUPFD_CLOEXEC, 10)) < 0) {
+        r = -errno;
+        goto out;
+    }
+    pid_t pid = -ENOSYS;
+    if (vm)
+        pid = cr_spawn_vm_start(vm, helper, argv, envp,
+                                &(struct cr_spawn_vm_fds){.out = -1, .fd3 = -1, .fd4 = -1,
+                                                          .err_w = err_w, .procs = -1});
+    if (pid == -ENOSYS) {
+        /* posix_spawn reports a failed exec itself, and reaps that child. */
+        r = posix_spawn(&pid, helper, NULL, NULL, argv, envp);
+        pid = r ? -r : pid;
+    }
+    close(err_w);
+    close(p[1]);
+    p[1] = -1;
+    if ((r = pid) < 0)
+        goto out;
+    int st, report[2];
+    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (r < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (read(p[0], report, sizeof(report)) == (ssize_t)sizeof(report))
+        r = -(report[1] > 0 ? report[1] : EIO);
+    else
+        r = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 1 : -EIO;
+out:
+    close(p[0]);
+    if (p[1] >= 0)
+        close(p[1]);
+    return r;
 }
 
 /* The parent's half once the child exists: its pidfd, and the exec pipe

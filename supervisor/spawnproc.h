@@ -55,6 +55,17 @@ struct cr_spawn_result {
  * *ret_helper_errno (0 otherwise): the caller should stop naming it. */
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret, int *ret_helper_errno);
 
+/* corral-exec run once for real, the way workers will start it (it
+ * exits at once): 0 when it runs and is static, 1 when it runs but is
+ * linked dynamically, -errno when it cannot be run (its exec's errno:
+ * LSM refusal, wrong format, missing library...). Waits for it: for
+ * start-up only. */
+int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm);
+
+/* An exec error that says corral-exec cannot be used (as opposed to the
+ * system being short of memory or processes): stop starting it. */
+bool cr_spawn_helper_unusable(int err);
+
 /* corral-exec's path: $CORRAL_EXEC, else beside corrald in a build tree,
  * else installed. NULL when it is not there to run, or CORRAL_SPAWN=fork
  * asks for fork(). Caller frees. */

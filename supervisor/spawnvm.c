@@ -51,23 +51,23 @@ static inline __attribute__((always_inline)) long raw4(long n, long a, long b, l
     return ret;
 }
 
-/* The kernel's struct sigaction on x86-64 (SIG_DFL needs no restorer). */
-struct ksigaction {
-    unsigned long handler, flags, restorer, mask;
-};
+#if defined(__clang__)
+#define NO_COVERAGE __attribute__((no_sanitize("coverage")))
+#else
+#define NO_COVERAGE
+#endif
 
-/* The child. Not instrumented: ASan's and UBSan's checks would use memory
- * and thread-locals shared with corrald. Every path ends in execve or
- * exit. */
-__attribute__((no_sanitize_address, no_sanitize("undefined"), noinline)) static int
+/* The child. Not instrumented: ASan's, UBSan's and the fuzzer's hooks would
+ * use memory and thread-locals shared with corrald. Every signal stays
+ * blocked, as corrald blocked them around the clone, until corral-exec
+ * runs in a memory of its own: no handler of corrald's can run here, and
+ * no core dump here can take corrald with it (kernels before 5.16 kill
+ * every process sharing the dumper's memory). corral-exec resets the
+ * dispositions and the mask. Every path ends in execve or exit. */
+__attribute__((no_sanitize_address, no_sanitize("undefined"), noinline)) NO_COVERAGE static int
 child(void *arg)
 {
     struct block *b = arg;
-    struct ksigaction dfl = {0};
-    unsigned long none = 0;
-    for (long s = 1; s <= 64; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            raw4(SYS_rt_sigaction, s, (long)&dfl, 0, 8);
     /* Our own session: a Ctrl-C on corrald's terminal must reach corrald
      * only, which then drains the workers in order. */
     raw4(SYS_setsid, 0, 0, 0, 0);
@@ -80,8 +80,6 @@ child(void *arg)
     for (int i = 0; r >= 0 && i < 6; i++)
         if (from[i] >= 0)
             r = raw4(SYS_dup3, from[i], to[i], 0, 0);
-    if (r >= 0)
-        r = raw4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&none, 0, 8);
     int stage = CR_SPAWN_EXEC;
     if (r >= 0) {
         r = raw4(SYS_execve, (long)b->helper, (long)b->argv, (long)b->envp, 0);
@@ -136,6 +134,16 @@ struct cr_spawn_vm *cr_spawn_vm_free(struct cr_spawn_vm *vm)
     return NULL;
 }
 
+bool cr_spawn_vm_usable(const struct cr_spawn_vm *vm)
+{
+#ifdef HAVE_RAW_SYSCALL
+    return vm && !vm->unsupported;
+#else
+    (void)vm;
+    return false;
+#endif
+}
+
 unsigned cr_spawn_vm_in_flight(struct cr_spawn_vm *vm)
 {
     sweep(vm);
@@ -145,6 +153,7 @@ unsigned cr_spawn_vm_in_flight(struct cr_spawn_vm *vm)
     return n;
 }
 
+#ifdef HAVE_RAW_SYSCALL
 static size_t vec_size(char *const *v, size_t *ret_n)
 {
     size_t n = 0, bytes = 0;
@@ -169,6 +178,7 @@ static char **vec_copy(char *const *v, size_t n, char **cursor)
     *cursor = s;
     return out;
 }
+#endif
 
 pid_t cr_spawn_vm_start(struct cr_spawn_vm *vm, const char *helper, char *const *argv,
                         char *const *envp, const struct cr_spawn_vm_fds *fds)
@@ -200,9 +210,8 @@ pid_t cr_spawn_vm_start(struct cr_spawn_vm *vm, const char *helper, char *const 
     b->tid = -1; /* the child's until the kernel clears it */
     char *stack_top = (char *)b + size;
 
-    /* Every signal blocked across the clone: until the child has reset
-     * the dispositions, libuv's handlers would run in it, on memory and a
-     * signal pipe it shares with corrald. */
+    /* Every signal blocked across the clone, and in the child until
+     * corral-exec unblocks them (see child()). */
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);

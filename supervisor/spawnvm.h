@@ -6,9 +6,10 @@
  * to 8.8 ms, most of it the child waiting for a CPU behind the workers
  * that were starting. Here the child shares corrald's memory the same way
  * (CLONE_VM) without CLONE_VFORK: corrald returns as soon as the child
- * exists. The child runs a dozen raw system calls on a stack of its own
- * (dispositions, session, fds 0-6, mask) and execs corral-exec, which does
- * the rest as on the other paths (spawnchild.h).
+ * exists. The child runs a few raw system calls on a stack of its own
+ * (its session, fds 0-6) and execs corral-exec, which resets signal
+ * dispositions and mask and does the rest as on the other paths
+ * (spawnchild.h).
  *
  * Sharing memory without vfork's pause has three rules, kept here:
  *   - the child touches only its own block (stack, argv, envp) and
@@ -16,8 +17,9 @@
  *     other thread-local live in memory it shares with corrald's loop);
  *   - the block is freed only once the kernel has cleared the child's tid
  *     word in it (CLONE_CHILD_CLEARTID: at its exec or its exit);
- *   - signals stay blocked across the clone, and the child resets every
- *     disposition before unblocking.
+ *   - every signal stays blocked from before the clone until corral-exec
+ *     runs in a memory of its own: no handler of corrald's runs in the
+ *     child, and no core dump of the child takes corrald with it.
  * Only on x86-64; elsewhere, where clone refuses these flags, and under
  * valgrind (which aborts on them), cr_spawn_vm_start says -ENOSYS and the
  * caller uses posix_spawn. */
@@ -47,6 +49,9 @@ struct cr_spawn_vm *cr_spawn_vm_free(struct cr_spawn_vm *vm);
  * available here (use another), or -errno. Never waits for the child. */
 pid_t cr_spawn_vm_start(struct cr_spawn_vm *vm, const char *helper, char *const *argv,
                         char *const *envp, const struct cr_spawn_vm_fds *fds);
+
+/* Whether cr_spawn_vm_start may work here (false for NULL). */
+bool cr_spawn_vm_usable(const struct cr_spawn_vm *vm);
 
 /* How many blocks are still mapped (for tests and status). */
 unsigned cr_spawn_vm_in_flight(struct cr_spawn_vm *vm);

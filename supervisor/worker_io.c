@@ -293,14 +293,11 @@ static void read_exec(struct cr_wio *io)
         cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
                      "worker %d: cannot enter its cgroup: %s", w->id, strerror(err));
     } else if (stage == CR_SPAWN_HELPER) {
-        /* It vanished between the check before the start and the child's
-         * exec: the worker's replacement (and every start after) forks. */
-        struct cr_supervisor *sup = w->sup;
+        /* corral-exec ran at start-up; it vanished since, or the system
+         * ran short: the start failed, and is retried like any other. */
         cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
-                     "worker %d: cannot run %s: %s; workers start by fork from now on", w->id,
-                     sup->spawn_helper ? sup->spawn_helper : "corral-exec", strerror(err));
-        free(sup->spawn_helper);
-        sup->spawn_helper = NULL;
+                     "worker %d: cannot run corral-exec: %s", w->id, strerror(err));
+        cr_io_helper_failed(w->sup, err);
     } else
         cr_log_event(CR_LOG_ERR, "exec-failed", w->id, w->pid, NULL,
                      "worker %d: cannot execute %s: %s", w->id,
@@ -459,6 +456,16 @@ static int io_poll(struct cr_wio *io, uv_loop_t *loop, int which, uv_poll_cb cb)
     io->polling[which] = true;
     io->open++;
     return uv_poll_start(&io->poll[which], UV_READABLE, cb);
+}
+
+void cr_io_helper_failed(struct cr_supervisor *sup, int err)
+{
+    if (!sup->spawn_helper || !cr_spawn_helper_unusable(err))
+        return;
+    cr_log(CR_LOG_WARNING, "cannot run %s (%s): workers start by fork from now on",
+           sup->spawn_helper, strerror(err));
+    free(sup->spawn_helper);
+    sup->spawn_helper = NULL;
 }
 
 int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_fd)

@@ -299,12 +299,8 @@ int cr_worker_spawn(struct cr_worker *w)
     struct cr_spawn_result res;
     int helper_err;
     r = cr_spawn(&o, &res, &helper_err);
-    if (helper_err) {
-        cr_log(CR_LOG_WARNING, "cannot run %s (%s): workers start by fork from now on",
-               sup->spawn_helper, strerror(helper_err));
-        free(sup->spawn_helper);
-        sup->spawn_helper = NULL;
-    }
+    if (helper_err)
+        cr_io_helper_failed(sup, helper_err);
     if (r < 0) {
         cr_freeze_release(w);
         cr_cg_worker_release(w);

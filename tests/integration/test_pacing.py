@@ -317,7 +317,9 @@ def test_spawn_no_fork():
 def test_spawn_fork_fallback():
     """Without corral-exec, workers start by fork, and say so; when it
     vanishes while corrald runs, the next start falls back to fork, logs it
-    once, and the worker starts all the same."""
+    once, and the worker starts all the same; one that cannot be exec'd is
+    found at start-up; a dynamically linked one is not used for workers
+    that drop to another user."""
     import shutil
     ct.need_memcg()
     helper = os.path.join(os.path.dirname(ct.CORRALD), "corral-exec")
@@ -347,6 +349,38 @@ def test_spawn_fork_fallback():
         finally:
             c.close()
             os.rmdir(os.path.dirname(tmp_helper))
+        # A corral-exec that cannot be exec'd (here: not a program at all,
+        # as an LSM refusal or a wrong architecture would look) is found by
+        # the probe at start-up, before any worker depends on it.
+        bad = os.path.join(ct.tempfile.mkdtemp(prefix="corral-pace-bad-"), "corral-exec")
+        with open(bad, "w") as f:
+            f.write("not a program\n")
+        os.chmod(bad, 0o755)
+        c = ct.Corrald("--memory-max", "64M", workers=2, cgroups=cg.rel, name="pace-bad",
+                       env={"CORRAL_EXEC": bad})
+        try:
+            assert f"workers start by fork: cannot use {bad} (Exec format error)" in c.log(), \
+                c.log()
+            assert c.get("/light")[0] == 200
+            assert not c.history(), c.history()[:3]
+        finally:
+            c.close()
+            os.unlink(bad)
+            os.rmdir(os.path.dirname(bad))
+        # Workers that drop to another user: corral-exec runs as root with
+        # their environment, so a dynamically linked one (a sanitizer
+        # build) is not used: its loader would act on their LD_* variables.
+        with open(helper, "rb") as f:
+            dynamic = b"ld-linux" in f.read(8192)
+        c = ct.Corrald("--memory-max", "64M", "--user", "nobody", workers=2, cgroups=cg.rel,
+                       name="pace-dyn")
+        try:
+            if dynamic:
+                assert "linked dynamically" in c.log() and "start by fork" in c.log(), c.log()
+            else:
+                assert "workers start through " in c.log(), c.log()
+        finally:
+            c.close()
 
 
 def test_start_term_counts():

@@ -1,9 +1,10 @@
 /* Starting a program in a CLONE_VM child that corrald does not wait for
- * (spawnvm.h), for real: argv and the environment arrive intact, fds land
- * at their numbers, the child has its own session, default dispositions
- * and an empty mask whatever corrald's are, a program that cannot be run
- * is reported as CR_SPAWN_HELPER, and every block is unmapped once its
- * child has exec'd or exited. Skipped where the way is not available
+ * (spawnvm.h), for real, through corral-exec: argv and the environment
+ * arrive intact, fds land at their numbers, LISTEN_PID is filled in, the
+ * worker has its own session, default dispositions and an empty mask
+ * whatever corrald's are, a line corral-exec cannot read and a program
+ * that cannot be run are reported as CR_SPAWN_HELPER, and every block is
+ * unmapped once its child has exec'd or exited. Skipped where the way is not available
  * (not x86-64): cmocka reports them skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,19 +67,29 @@ static pid_t run(struct cr_spawn_vm *vm, const char *helper, char *const *argv,
 static void test_arguments_fds_session_signals(void **state)
 {
     struct cr_spawn_vm *vm = *state;
-    /* corrald's own state the child must not keep. */
+    const char *helper = getenv("CORRAL_EXEC_BIN");
+    assert_non_null(helper);
+    /* corrald's own state the worker must not keep: the child runs with it
+     * (signals blocked until it no longer shares corrald's memory), and
+     * corral-exec resets it. */
     signal(SIGTERM, SIG_IGN);
     sigset_t usr2;
     sigemptyset(&usr2);
     sigaddset(&usr2, SIGUSR2);
     sigprocmask(SIG_BLOCK, &usr2, NULL);
-    char *const argv[] = {"sh", "-c",
-                          "printf '%s|%s|%s|' \"$1\" \"$FOO\" \"$(cut -d' ' -f6 /proc/$$/stat)\" >&3;"
+    char listen_pid[] = CR_SPAWN_LISTEN_PID_TEMPLATE;
+    char *const envp[] = {"FOO=b a r", listen_pid, "PATH=/usr/bin:/bin", NULL};
+    struct cr_spawn_child c = {.ppid = getpid(), .err_fd = CR_SPAWN_HELPER_ERR_FD,
+                               .procs_fd = -1, .listen_pid_slot = 1};
+    char spec[256];
+    assert_true(cr_spawn_child_format(&c, spec, sizeof(spec)) > 0);
+    char *const argv[] = {"corral-exec", spec, "/bin/sh", "sh", "-c",
+                          "printf '%s|%s|%s|%s|' \"$1\" \"$FOO\" \"$LISTEN_PID\" "
+                          "\"$(cut -d' ' -f6 /proc/$$/stat)\" >&3;"
                           "echo $$ >&3; grep -E '^Sig(Blk|Ign)' /proc/$$/status >&3",
                           "sh", "one two", NULL};
-    char *const envp[] = {"FOO=b a r", "PATH=/usr/bin:/bin", NULL};
     struct run r;
-    pid_t pid = run(vm, "/bin/sh", argv, envp, &r);
+    pid_t pid = run(vm, helper, argv, envp, &r);
     signal(SIGTERM, SIG_DFL);
     sigprocmask(SIG_UNBLOCK, &usr2, NULL);
     if (pid == -ENOSYS)
@@ -87,11 +98,31 @@ static void test_arguments_fds_session_signals(void **state)
     assert_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
     assert_int_equal(r.report_len, 0); /* EOF: exec'd */
     char want[64];
-    snprintf(want, sizeof(want), "one two|b a r|%d|%d\n", (int)pid, (int)pid);
+    snprintf(want, sizeof(want), "one two|b a r|%d|%d|%d\n", (int)pid, (int)pid, (int)pid);
     assert_memory_equal(r.out, want, strlen(want));
     assert_non_null(strstr(r.out, "SigBlk:\t0000000000000000"));
     assert_non_null(strstr(r.out, "SigIgn:\t0000000000000000"));
     assert_int_equal(cr_spawn_vm_in_flight(vm), 0);
+}
+
+/* corral-exec refuses a line it cannot read, on the pipe, as its own
+ * stage: corrald then stops using it rather than blaming the worker. */
+static void test_bad_line_refused(void **state)
+{
+    struct cr_spawn_vm *vm = *state;
+    const char *helper = getenv("CORRAL_EXEC_BIN");
+    assert_non_null(helper);
+    char *const argv[] = {"corral-exec", "corral0:1:5:-:-:-:-:-:-", "/bin/true", "true", NULL};
+    char *const envp[] = {NULL};
+    struct run r;
+    pid_t pid = run(vm, helper, argv, envp, &r);
+    if (pid == -ENOSYS)
+        skip();
+    assert_true(pid > 0);
+    assert_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127);
+    assert_int_equal(r.report_len, (ssize_t)sizeof(r.report));
+    assert_int_equal(r.report[0], CR_SPAWN_HELPER);
+    assert_int_equal(r.report[1], EPROTO);
 }
 
 static void test_missing_program_reported(void **state)
@@ -152,6 +183,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_arguments_fds_session_signals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_line_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_program_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_blocks_all_unmapped, setup, teardown),
     };
