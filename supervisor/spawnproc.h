@@ -3,8 +3,9 @@
  * runs a single instruction of the worker program, and leave reaping (and
  * so the full siginfo, core-dumped flag included) to the caller.
  *
- * With corral-exec (o->helper) the start is a posix_spawn() of it, which
- * never copies corrald's address space; without, a fork(). Either way the
+ * With corral-exec (o->helper) the start is a CLONE_VM child that execs
+ * it (o->vm, spawnvm.h) or a posix_spawn() of it: neither copies
+ * corrald's address space. Without corral-exec, a fork(). Either way the
  * child moves itself into its cgroup (a cgroup.procs fd the parent opened)
  * before exec, and an exec-failure pipe carries the stage and errno back
  * (EOF = the worker program was exec'd). The parent never waits for the

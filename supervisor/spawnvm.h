@@ -16,7 +16,10 @@
  *     read-only data, and makes system calls without libc (errno and every
  *     other thread-local live in memory it shares with corrald's loop);
  *   - the block is freed only once the kernel has cleared the child's tid
- *     word in it (CLONE_CHILD_CLEARTID: at its exec or its exit);
+ *     word in it (CLONE_CHILD_CLEARTID: at its exec or its exit; kernels
+ *     before 5.16 skip that for a child that dies dumping core, whose
+ *     block then stays mapped: 36 KiB, for a child killed by a signal
+ *     before it could exec);
  *   - every signal stays blocked from before the clone until corral-exec
  *     runs in a memory of its own: no handler of corrald's runs in the
  *     child, and no core dump of the child takes corrald with it.

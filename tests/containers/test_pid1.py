@@ -115,8 +115,7 @@ def test_detect():
         log = c.log()
         assert "as PID 1" in log, log
         assert "default stop timeout is 8 s" in log, log
-        # posix_spawn (CLONE_VM|CLONE_VFORK) works from PID 1; CLONE_PARENT
-        # would not.
+        # A child that shares PID 1's memory starts corral-exec there too.
         assert "workers start through " in log and "start by fork" not in log, log
         st = ctl(c.sock, "status")
         cfg = st.get("config") or st["supervisor"].get("config", {})
