@@ -41,7 +41,8 @@ static int refuse(void)
 {
     struct stat st;
     int report[2] = {CR_SPAWN_HELPER, EPROTO};
-    fprintf(stderr, "corral-exec: started by corrald only (SPEC PATH ARGV0 [ARG...])\n");
+    fprintf(stderr, "corral-exec: an argument line this build cannot read (corrald and "
+                    "corral-exec of different versions?); started by corrald only\n");
     if (fstat(CR_SPAWN_HELPER_ERR_FD, &st) == 0 && S_ISFIFO(st.st_mode))
         (void)!write(CR_SPAWN_HELPER_ERR_FD, report, sizeof(report));
     return 127;
@@ -70,7 +71,8 @@ int main(int argc, char **argv)
     int envc = 0;
     while (environ[envc])
         envc++;
-    if (c.listen_pid_slot >= envc)
+    if (c.listen_pid_slot >= envc ||
+        (c.listen_pid_slot >= 0 && !cr_spawn_child_slot_ok(environ[c.listen_pid_slot])))
         return refuse();
     /* Neither descriptor is the worker's business. */
     cloexec(c.err_fd);

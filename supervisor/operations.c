@@ -255,8 +255,21 @@ static int spawn_way(struct cr_supervisor *sup)
                "(or CORRAL_SPAWN=fork), so each start copies corrald's page tables");
         return 0;
     }
-    int p = cr_spawn_helper_probe(sup->spawn_helper, sup->spawn_vm);
-    const char *why = p < 0 ? strerror(-p)
+    int st = 0;
+    int p = cr_spawn_helper_probe(sup->spawn_helper, sup->spawn_vm, &st);
+    char status[64];
+    snprintf(status, sizeof(status), WIFSIGNALED(st) ? "it was killed by signal %d"
+                                                     : "it exited with status %d",
+             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    if (p < 0 && !cr_spawn_helper_unusable(-p)) {
+        /* Short of processes, memory or descriptors at this moment: not
+         * a reason to give corral-exec up for the whole run. */
+        cr_log(CR_LOG_WARNING, "could not try %s (%s); using it all the same",
+               sup->spawn_helper, strerror(-p));
+        p = 0;
+    }
+    const char *why = p < 0    ? strerror(-p)
+                      : p == 2 ? status
                       : p == 1 && sup->set_ids
                           ? "it is linked dynamically, and its loader would act on LD_* "
                             "variables meant for the workers while it still runs as root"

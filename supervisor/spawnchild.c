@@ -102,6 +102,12 @@ int cr_spawn_child_parse(const char *s, struct cr_spawn_child *ret)
     return 0;
 }
 
+bool cr_spawn_child_slot_ok(const char *entry)
+{
+    return strncmp(entry, "LISTEN_PID=", strlen("LISTEN_PID=")) == 0 &&
+           strlen(entry) >= strlen(CR_SPAWN_LISTEN_PID_TEMPLATE);
+}
+
 /* Everything below runs between fork and exec: async-signal-safe calls only. */
 
 static int digits_of(unsigned v, char *buf)
@@ -175,11 +181,8 @@ void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, cha
     /* The slot must hold the padded template: an index alone could point
      * at another variable if the environment moved. */
     char *slot = !err && c->listen_pid_slot >= 0 ? envp[c->listen_pid_slot] : NULL;
-    if (slot && (strncmp(slot, "LISTEN_PID=", strlen("LISTEN_PID=")) != 0 ||
-                 strlen(slot) < strlen(CR_SPAWN_LISTEN_PID_TEMPLATE))) {
-        stage = CR_SPAWN_HELPER;
+    if (slot && !cr_spawn_child_slot_ok(slot))
         err = EPROTO;
-    }
     if (!err) {
         if (slot) {
             char *p = slot + strlen("LISTEN_PID=");

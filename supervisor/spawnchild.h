@@ -56,6 +56,10 @@ int cr_spawn_child_format(const struct cr_spawn_child *c, char *buf, size_t n);
  * anything else (*ret untouched). Pure. */
 int cr_spawn_child_parse(const char *s, struct cr_spawn_child *ret);
 
+/* Whether an environment entry is the padded LISTEN_PID template the
+ * child writes its pid into. Pure. */
+bool cr_spawn_child_slot_ok(const char *entry);
+
 /* Runs the steps above and execs path with argv/envp; on any failure
  * writes {stage, errno} to c->err_fd and exits 127. Never returns.
  * Async-signal-safe: it runs between fork and exec too. envp is written to

@@ -240,12 +240,15 @@ static bool helper_missing(int r)
     return r < 0 && cr_spawn_helper_unusable(-r);
 }
 
-int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm)
+int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm, int *ret_status)
 {
     char *const argv[] = {(char *)"corral-exec", (char *)"--probe", NULL};
     char *const envp[] = {NULL};
     int p[2], err_w = -1, r;
-    if (pipe2(p, O_CLOEXEC) < 0)
+    /* Non-blocking: a report is written before the child exits, and a
+     * program that left a descendant holding the pipe must not hang the
+     * start-up. */
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
         return -errno;
     if ((err_w = fcntl(p[1], F_DUPFD_CLOEXEC, 10)) < 0) {
         r = -errno;
@@ -273,10 +276,13 @@ int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm)
         r = -errno;
         goto out;
     }
+    if (vm)
+        (void)cr_spawn_vm_in_flight(vm); /* unmaps the child's block */
+    *ret_status = st;
     if (read(p[0], report, sizeof(report)) == (ssize_t)sizeof(report))
         r = -(report[1] > 0 ? report[1] : EIO);
     else
-        r = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 1 : -EIO;
+        r = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 1 : 2;
 out:
     close(p[0]);
     if (p[1] >= 0)

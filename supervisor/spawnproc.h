@@ -56,12 +56,14 @@ struct cr_spawn_result {
  * *ret_helper_errno (0 otherwise): the caller should stop naming it. */
 int cr_spawn(const struct cr_spawn_opts *o, struct cr_spawn_result *ret, int *ret_helper_errno);
 
-/* corral-exec run once for real, the way workers will start it (it
- * exits at once): 0 when it runs and is static, 1 when it runs but is
- * linked dynamically, -errno when it cannot be run (its exec's errno:
- * LSM refusal, wrong format, missing library...). Waits for it: for
+/* corral-exec run once for real (it exits at once), from the same kind of
+ * child as workers (a CLONE_VM one, else posix_spawn), with an empty
+ * environment: 0 when it runs and is static, 1 when it runs but is linked
+ * dynamically, 2 when it ran and failed (*ret_status: its wait status; a
+ * missing library, say), -errno when it could not be started (its exec's
+ * errno: an LSM refusal, a wrong format; or clone's). Waits for it: for
  * start-up only. */
-int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm);
+int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm, int *ret_status);
 
 /* An exec error that says corral-exec cannot be used (as opposed to the
  * system being short of memory or processes): stop starting it. */

@@ -29,15 +29,15 @@ struct cr_io_sink {
     void (*exit_notice)(struct cr_worker *w);
 };
 
-/* Takes the four descriptors (closed even on failure) and starts their
- * polls, plus the cgroup's OOM watch. exec_fd is cr_spawn()'s exec pipe:
- * a failed exec sets w->exec_errno (logged) before the reap. -errno when
- * the exit watch fails: the process then cannot be supervised. */
 /* corral-exec could not be run (err): log it once, and start workers by
  * fork from now on when err says it is unusable rather than short of
  * resources (cr_spawn_helper_unusable). */
 void cr_io_helper_failed(struct cr_supervisor *sup, int err);
 
+/* Takes the four descriptors (closed even on failure) and starts their
+ * polls, plus the cgroup's OOM watch. exec_fd is cr_spawn()'s exec pipe:
+ * a failed exec sets w->exec_errno (logged) before the reap. -errno when
+ * the exit watch fails: the process then cannot be supervised. */
 int cr_io_adopt(struct cr_worker *w, int pidfd, int out_fd, int ns_fd, int exec_fd);
 /* The generation's pidfd, or -1. */
 int cr_io_pidfd(const struct cr_worker *w);

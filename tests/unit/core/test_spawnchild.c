@@ -110,6 +110,16 @@ static void test_refused(void **state)
     }
 }
 
+/* The LISTEN_PID slot is written to only when it is the padded template. */
+static void test_slot(void **state)
+{
+    (void)state;
+    assert_true(cr_spawn_child_slot_ok(CR_SPAWN_LISTEN_PID_TEMPLATE));
+    assert_false(cr_spawn_child_slot_ok("LISTEN_PID=1"));     /* too short to hold a pid */
+    assert_false(cr_spawn_child_slot_ok("TMPDIR=/tmp/xxxxxxxxxxxxxxxxxxxxxxxx"));
+    assert_false(cr_spawn_child_slot_ok(""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +127,7 @@ int main(void)
         cmocka_unit_test(test_absent_fields),
         cmocka_unit_test(test_too_small_a_buffer),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,8 @@ static void test_arguments_fds_session_signals(void **state)
 {
     struct cr_spawn_vm *vm = *state;
     const char *helper = getenv("CORRAL_EXEC_BIN");
-    assert_non_null(helper);
+    if (!cr_spawn_vm_usable(vm) || !helper)
+        skip(); /* not x86-64, or run outside meson */
     /* corrald's own state the worker must not keep: the child runs with it
      * (signals blocked until it no longer shares corrald's memory), and
      * corral-exec resets it. */
@@ -111,7 +112,8 @@ static void test_bad_line_refused(void **state)
 {
     struct cr_spawn_vm *vm = *state;
     const char *helper = getenv("CORRAL_EXEC_BIN");
-    assert_non_null(helper);
+    if (!cr_spawn_vm_usable(vm) || !helper)
+        skip(); /* not x86-64, or run outside meson */
     char *const argv[] = {"corral-exec", "corral0:1:5:-:-:-:-:-:-", "/bin/true", "true", NULL};
     char *const envp[] = {NULL};
     struct run r;
