@@ -64,12 +64,30 @@ static pid_t run(struct cr_spawn_vm *vm, const char *helper, char *const *argv,
     return pid;
 }
 
+/* The child exited 127 after saying, on the pipe, that corral-exec could
+ * not run (err). */
+static void assert_helper_report(const struct run *r, int err)
+{
+    assert_true(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 127);
+    assert_int_equal(r->report_len, (ssize_t)sizeof(r->report));
+    assert_int_equal(r->report[0], CR_SPAWN_HELPER);
+    assert_int_equal(r->report[1], err);
+}
+
+/* corral-exec as meson built it; skips where the CLONE_VM child is not
+ * available (not x86-64) or outside meson. */
+static const char *helper_or_skip(struct cr_spawn_vm *vm)
+{
+    const char *helper = getenv("CORRAL_EXEC_BIN");
+    if (!cr_spawn_vm_usable(vm) || !helper)
+        skip();
+    return helper;
+}
+
 static void test_arguments_fds_session_signals(void **state)
 {
     struct cr_spawn_vm *vm = *state;
-    const char *helper = getenv("CORRAL_EXEC_BIN");
-    if (!cr_spawn_vm_usable(vm) || !helper)
-        skip(); /* not x86-64, or run outside meson */
+    const char *helper = helper_or_skip(vm);
     /* corrald's own state the worker must not keep: the child runs with it
      * (signals blocked until it no longer shares corrald's memory), and
      * corral-exec resets it. */
@@ -111,9 +129,7 @@ static void test_arguments_fds_session_signals(void **state)
 static void test_bad_line_refused(void **state)
 {
     struct cr_spawn_vm *vm = *state;
-    const char *helper = getenv("CORRAL_EXEC_BIN");
-    if (!cr_spawn_vm_usable(vm) || !helper)
-        skip(); /* not x86-64, or run outside meson */
+    const char *helper = helper_or_skip(vm);
     char *const argv[] = {"corral-exec", "corral0:1:5:-:-:-:-:-:-", "/bin/true", "true", NULL};
     char *const envp[] = {NULL};
     struct run r;
@@ -121,10 +137,7 @@ static void test_bad_line_refused(void **state)
     if (pid == -ENOSYS)
         skip();
     assert_true(pid > 0);
-    assert_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127);
-    assert_int_equal(r.report_len, (ssize_t)sizeof(r.report));
-    assert_int_equal(r.report[0], CR_SPAWN_HELPER);
-    assert_int_equal(r.report[1], EPROTO);
+    assert_helper_report(&r, EPROTO);
 }
 
 static void test_missing_program_reported(void **state)
@@ -137,10 +150,7 @@ static void test_missing_program_reported(void **state)
     if (pid == -ENOSYS)
         skip();
     assert_true(pid > 0);
-    assert_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 127);
-    assert_int_equal(r.report_len, (ssize_t)sizeof(r.report));
-    assert_int_equal(r.report[0], CR_SPAWN_HELPER);
-    assert_int_equal(r.report[1], ENOENT);
+    assert_helper_report(&r, ENOENT);
     assert_int_equal(cr_spawn_vm_in_flight(vm), 0);
 }
 
