@@ -79,6 +79,17 @@ static void reap_orphans(void)
         ;
 }
 
+/* Reaps the killed processes re-parented to us (bounded: 5 s) until the
+ * group is empty, as corrald (a subreaper) does. */
+static bool wait_empty(struct cr_cgroup *cg)
+{
+    for (int i = 0; i < 500 && procs(cg) != 0; i++) {
+        reap_orphans();
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    return wait_procs(cg, 0);
+}
+
 int main(void)
 {
     enum cr_cgroup_layout l;
@@ -112,11 +123,7 @@ int main(void)
     printf("kill: signalled %u of 3 (%s)\n", n, cr_cgroup_layout_to_string(l));
     CHECK(n == 3);
     CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    for (int i = 0; i < 500 && procs(w) != 0; i++) {
-        reap_orphans();
-        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-    }
-    CHECK(wait_procs(w, 0));
+    CHECK(wait_empty(w));
     CHECK(cr_cgroup_remove(w, 1000) == 0);
 
     /* A child that keeps forking while it is killed: every round catches
@@ -130,11 +137,7 @@ int main(void)
     printf("kill_stale: signalled %u\n", n);
     CHECK(n >= 2);
     CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
-    for (int i = 0; i < 500 && procs(stale) != 0; i++) {
-        reap_orphans();
-        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-    }
-    CHECK(wait_procs(stale, 0));
+    CHECK(wait_empty(stale));
     CHECK(cr_cgroup_remove(stale, 1000) == 0);
 
     /* More processes than a 4 KiB read of cgroup.procs holds (~1000 pids
@@ -160,11 +163,7 @@ int main(void)
         printf("kill of 1000: signalled %u\n", n);
         CHECK(n == 1000);
         CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
-        for (int i = 0; i < 500 && procs(many) != 0; i++) {
-            reap_orphans();
-            nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-        }
-        CHECK(wait_procs(many, 0));
+        CHECK(wait_empty(many));
         CHECK(cr_cgroup_remove(many, 1000) == 0);
         cr_cgroup_free(many);
     }
