@@ -95,6 +95,7 @@ static const struct opt opts[] = {
     {"no-exit-notice", 0, OPT_BOOL, OFF(no_exit_notice), 0, 0, false, NULL, "with spares: promote one when a worker is reaped, not on the kernel's exit notice (taskstats; needs CAP_NET_ADMIN), which comes before the kernel frees the dead worker's memory"},
     {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
     {"spawn-parallel", 0, OPT_UINT, OFF(spawn_parallel), 0, 4096, true, "N", "most workers starting (forked, not yet READY) at once, fewer while the loop's turns run long, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
+    {"priority-boost", 0, OPT_UINT, OFF(priority_boost), 0, 39, false, "N", "corrald runs N nice levels above its workers, with a short scheduler slice, so that it answers while they start; 0 = as started (default 10; the nice needs CAP_SYS_NICE, see docs/reliability.md)"},
     {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
     {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
     {"env", 0, OPT_ENV, OFF(env), 0, 0, false, "KEY=VALUE", "set a variable for workers (repeatable)"},
@@ -155,6 +156,7 @@ void cr_config_init(struct cr_config *cfg)
         .sample_ring = 240,
         .history = 256,
         .recycle_parallel = 1,
+        .priority_boost = 10,
     };
 }
 

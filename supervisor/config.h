@@ -82,6 +82,7 @@ struct cr_config {
     unsigned spares;           /* warm spares kept started, ready and frozen */
     bool no_exit_notice;       /* spares wait for the reap, not the kernel's exit notice */
     unsigned spawn_parallel;   /* workers between fork and READY=1 at once; 0 = 2 × cores, ≥ 4 */
+    unsigned priority_boost;   /* corrald's nice levels above its workers (priority.h); 0 = none */
 
     char *user;                /* workers run as this user (name or uid); NULL = corrald's */
     char *group;               /* ... and group; NULL = the user's primary group */

@@ -24,6 +24,7 @@
 #include "lifecycle.h"
 #include "listen.h"
 #include "notify.h"
+#include "priority.h"
 
 struct cr_cgroup;
 struct cr_freezer;
@@ -144,6 +145,8 @@ struct cr_supervisor {
      * soft limit); workers get it back before exec. */
     struct rlimit nofile;
     bool nofile_saved;
+    /* corrald's CPU priority as started (its workers') and as raised. */
+    struct cr_priority priority;
     uid_t worker_uid;
     gid_t worker_gid;
     int notify_fd;

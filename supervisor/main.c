@@ -4,6 +4,7 @@
  * worker notify messages) are opened and pointed down at it. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,44 @@ static void raise_nofile(struct cr_supervisor *sup)
                (unsigned long long)rl.rlim_max, strerror(errno));
 }
 
+/* corrald answers while its workers start: it runs above them
+ * (priority.h), and says how far, once. */
+static void raise_priority(struct cr_supervisor *sup)
+{
+    struct cr_priority *p = &sup->priority;
+    int r = cr_priority_raise(sup->cfg.priority_boost, p);
+    if (r < 0) {
+        cr_log(CR_LOG_WARNING, "cannot read corrald's scheduling attributes: %s", strerror(-r));
+        return;
+    }
+    if (sup->cfg.priority_boost == 0)
+        return;
+    if (p->policy != SCHED_OTHER) {
+        cr_log(CR_LOG_INFO, "corrald was started with scheduling policy %d, not SCHED_OTHER: "
+                            "its priority and its workers' are left as they are", p->policy);
+        return;
+    }
+    char ag[96] = "";
+    if (p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED)
+        snprintf(ag, sizeof(ag), "; its session's autogroup at nice %d", p->autogroup_nice);
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_LEADER)
+        snprintf(ag, sizeof(ag), "; autogroup left alone (the session is not corrald's own)");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED)
+        snprintf(ag, sizeof(ag), "; autogroup not raised: %s", strerror(p->autogroup_err));
+    char slice[64];
+    if (p->slice_now != p->slice_ns)
+        snprintf(slice, sizeof(slice), "a %.1f ms slice", (double)p->slice_now / 1e6);
+    else
+        snprintf(slice, sizeof(slice), "the kernel's slice (no custom slice before Linux 6.12)");
+    if (p->nice_err)
+        cr_log(CR_LOG_NOTICE, "corrald cannot run at a lower nice than its workers (%s; needs "
+                              "CAP_SYS_NICE or LimitNICE=): nice %d as they, %s%s",
+               strerror(p->nice_err), p->nice_now, slice, ag);
+    else
+        cr_log(CR_LOG_INFO, "corrald runs above its workers: nice %d (workers %d), %s%s",
+               p->nice_now, p->nice, slice, ag);
+}
+
 int main(int argc, char **argv)
 {
     static struct cr_supervisor sup;
@@ -315,6 +354,7 @@ int main(int argc, char **argv)
     /* A worker's closed pipe must be an error return, not our death. */
     signal(SIGPIPE, SIG_IGN);
     raise_nofile(&sup);
+    raise_priority(&sup);
 
     uv_loop_t *loop = uv_default_loop();
     static struct wiring wi = {.sup = &sup};

@@ -1,5 +1,7 @@
 #include "spawnchild.h"
 
+#include "priority.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -11,12 +13,13 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-/* The line is nine fields separated by ':', '-' for an absent one:
- *   corral1:PPID:ERR_FD:PROCS_FD:LISTEN_PID_SLOT:NOFILE_CUR:NOFILE_MAX:UID:GID
+/* The line is ten fields separated by ':', '-' for an absent one:
+ *   corral2:PPID:ERR_FD:PROCS_FD:LISTEN_PID_SLOT:NOFILE_CUR:NOFILE_MAX:UID:GID:NICE
+ * NICE is the nice plus 20 (0 to 39).
  * The leading tag makes a line from another build fail to parse rather
  * than be misread. */
-#define TAG "corral1"
-#define FIELDS 8
+#define TAG "corral2"
+#define FIELDS 9
 
 int cr_spawn_child_format(const struct cr_spawn_child *c, char *buf, size_t n)
 {
@@ -26,15 +29,17 @@ int cr_spawn_child_format(const struct cr_spawn_child *c, char *buf, size_t n)
         (unsigned long long)c->procs_fd, (unsigned long long)c->listen_pid_slot,
         (unsigned long long)c->nofile.rlim_cur, (unsigned long long)c->nofile.rlim_max,
         (unsigned long long)c->uid, (unsigned long long)c->gid,
+        (unsigned long long)(c->nice + 20),
     };
     bool absent[FIELDS] = {
         false, false, c->procs_fd < 0, c->listen_pid_slot < 0,
         !c->has_nofile, !c->has_nofile, !c->set_ids, !c->set_ids,
+        !c->set_sched,
     };
     for (int i = 0; i < FIELDS; i++)
         snprintf(f[i], sizeof(f[i]), absent[i] ? "-" : "%llu", v[i]);
-    int len = snprintf(buf, n, TAG ":%s:%s:%s:%s:%s:%s:%s:%s", f[0], f[1], f[2], f[3], f[4],
-                       f[5], f[6], f[7]);
+    int len = snprintf(buf, n, TAG ":%s:%s:%s:%s:%s:%s:%s:%s:%s", f[0], f[1], f[2], f[3],
+                       f[4], f[5], f[6], f[7], f[8]);
     return len < 0 || (size_t)len >= n ? -ENOSPC : len;
 }
 
@@ -75,9 +80,9 @@ int cr_spawn_child_parse(const char *s, struct cr_spawn_child *ret)
     s += strlen(TAG ":");
     const unsigned long long max[FIELDS] = {
         INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, UINT64_MAX, UINT64_MAX, UINT32_MAX - 1,
-        UINT32_MAX - 1,
+        UINT32_MAX - 1, 39,
     };
-    const bool optional[FIELDS] = {false, false, true, true, true, true, true, true};
+    const bool optional[FIELDS] = {false, false, true, true, true, true, true, true, true};
     unsigned long long v[FIELDS];
     bool absent[FIELDS];
     for (int i = 0; i < FIELDS; i++) {
@@ -98,6 +103,8 @@ int cr_spawn_child_parse(const char *s, struct cr_spawn_child *ret)
         .set_ids = !absent[6],
         .uid = (uid_t)v[6],
         .gid = (gid_t)v[7],
+        .set_sched = !absent[8],
+        .nice = (int)v[8] - 20,
     };
     return 0;
 }
@@ -175,6 +182,11 @@ void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, cha
         stage = CR_SPAWN_ATTACH;
     if (!err && c->has_nofile && setrlimit(RLIMIT_NOFILE, &c->nofile) < 0)
         err = errno;
+    /* corrald runs above its workers (priority.h); a worker gets the nice
+     * corrald was started with and the kernel's default slice. Lowering
+     * one's own priority needs no privilege. */
+    if (!err && c->set_sched)
+        err = cr_priority_set_self(c->nice, 0);
     /* A credential change clears the parent-death signal: arm it again. */
     if (!err && c->set_ids && (err = drop_ids(c->uid, c->gid)) == 0)
         err = die_with_parent(c->ppid);

@@ -3,8 +3,8 @@
  *
  * A new worker process must, before one instruction of the worker program:
  * arm its parent-death signal, move itself into its cgroup, take corrald's
- * descriptor limit, drop to the worker's user, fill in LISTEN_PID, and
- * exec. These steps run in one of two places:
+ * descriptor limit and CPU priority as corrald was started with them,
+ * drop to the worker's user, fill in LISTEN_PID, and exec. These steps run in one of two places:
  *
  *   - in corral-exec, the small static program corrald starts from a child
  *     that shares its memory (spawnvm.h; posix_spawn where that is not
@@ -46,6 +46,8 @@ struct cr_spawn_child {
     bool set_ids;        /* drop to uid/gid, supplementary groups cleared */
     uid_t uid;
     gid_t gid;
+    bool set_sched;      /* set this nice and the kernel's default slice (priority.h) */
+    int nice;            /* -20 to 19 */
 };
 
 /* Writes c as corral-exec's first argument into buf (size n). Returns the

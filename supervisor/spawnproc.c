@@ -82,6 +82,7 @@ static struct cr_spawn_child child_spec(const struct cr_spawn_opts *o, int err_f
         .listen_pid_slot = o->listen_pid_slot,
         .has_nofile = o->nofile != NULL, .nofile = o->nofile ? *o->nofile : (struct rlimit){0},
         .set_ids = o->set_ids, .uid = o->uid, .gid = o->gid,
+        .set_sched = o->set_sched, .nice = o->nice,
     };
 }
 

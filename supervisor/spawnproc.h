@@ -41,6 +41,10 @@ struct cr_spawn_opts {
     gid_t gid;
     /* Set before exec (corrald's own soft limit is raised), or NULL. */
     const struct rlimit *nofile;
+    /* When set_sched, this nice and the kernel's default slice are set
+     * before exec (corrald runs above its workers, priority.h). */
+    bool set_sched;
+    int nice;
 };
 
 struct cr_spawn_result {

@@ -295,6 +295,7 @@ int cr_worker_spawn(struct cr_worker *w)
         .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1], .procs_fd = procs_fd,
         .set_ids = sup->set_ids, .uid = sup->worker_uid, .gid = sup->worker_gid,
         .nofile = sup->nofile_saved ? &sup->nofile : NULL,
+        .set_sched = cr_priority_changed(&sup->priority), .nice = sup->priority.nice,
     };
     struct cr_spawn_result res;
     int helper_err;

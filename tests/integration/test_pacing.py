@@ -478,5 +478,92 @@ def test_same_instance_refused():
             a.close()
 
 
+def sched_of(pid):
+    """(nice, slice in ns or None, autogroup line or None) of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        nice = int(f.read().rsplit(")", 1)[1].split()[16])
+    slice_ns = ag = None
+    try:
+        with open(f"/proc/{pid}/sched") as f:  # CONFIG_SCHED_DEBUG
+            for line in f:
+                if line.startswith("se.slice"):
+                    slice_ns = int(line.split(":")[1])
+    except FileNotFoundError:
+        pass
+    try:
+        with open(f"/proc/{pid}/autogroup") as f:
+            ag = f.read().strip()
+    except FileNotFoundError:
+        pass
+    return nice, slice_ns, ag
+
+
+def autogroups_on():
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except FileNotFoundError:
+        return False
+
+
+def test_priority_over_workers():
+    """corrald runs above its workers, so that it answers while they start
+    (the spawning maximum, docs/reliability.md "Loop latency"): 10 nice
+    levels below the nice it was started with, a 0.3 ms slice where the
+    kernel takes one (6.12+), and, leading its own session as under
+    systemd, its session's autogroup raised too. Every worker runs as
+    corrald was started: that nice, the kernel's slice, an autogroup of
+    its own at 0. Started at nice 3 in someone else's session, corrald
+    leaves the autogroup alone; --priority-boost 0 changes nothing."""
+    if os.geteuid() != 0:
+        ct.skip("needs root (a nice below the one corrald was started with)")
+
+    def check(c, nice0, leader):
+        log = c.log()
+        assert f"corrald runs above its workers: nice {nice0 - 10} (workers {nice0})" in log, log
+        cn, cs, cag = sched_of(c.proc.pid)
+        assert cn == nice0 - 10, (cn, log)
+        if cs is not None and "ms slice" in log:
+            assert cs == 300000, cs
+        pids = c.live_pids()
+        assert len(pids) == 2, pids
+        for pid in pids:
+            n, s, ag = sched_of(pid)
+            assert n == nice0, (pid, n)
+            if s is not None and cs is not None:
+                assert s != cs, (pid, s, cs)  # the kernel's default, not corrald's
+            if ag is not None and autogroups_on():
+                assert ag != cag and ag.endswith(" nice 0"), (ag, cag)
+        if cag is not None and autogroups_on():
+            if leader:
+                assert cag.endswith(f" nice {-10}"), cag
+                assert "its session's autogroup at nice -10" in log, log
+            else:
+                assert not cag.endswith(" nice -10"), cag
+                assert "autogroup left alone (the session is not corrald's own)" in log, log
+        st, hd, _ = c.get("/light")
+        assert st == 200 and int(hd["x-worker-pid"]) in pids
+
+    c = ct.Corrald(workers=2, preexec=os.setsid, name="prio-lead")
+    try:
+        check(c, 0, True)
+    finally:
+        c.close()
+    c = ct.Corrald(workers=2, preexec=lambda: os.nice(3), name="prio-nice3")
+    try:
+        check(c, 3, False)
+    finally:
+        c.close()
+    c = ct.Corrald("--priority-boost", "0", workers=2, preexec=os.setsid, name="prio-off")
+    try:
+        assert "runs above its workers" not in c.log(), c.log()
+        cn, cs, cag = sched_of(c.proc.pid)
+        assert cn == 0 and (cag is None or cag.endswith(" nice 0")), (cn, cag)
+        for pid in c.live_pids():
+            assert sched_of(pid)[0] == 0
+    finally:
+        c.close()
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])

@@ -35,6 +35,9 @@ static void round_trip(const struct cr_spawn_child *in)
         assert_int_equal(out.uid, in->uid);
         assert_int_equal(out.gid, in->gid);
     }
+    assert_int_equal(out.set_sched, in->set_sched);
+    if (in->set_sched)
+        assert_int_equal(out.nice, in->nice);
 }
 
 static void test_everything_present(void **state)
@@ -44,12 +47,13 @@ static void test_everything_present(void **state)
         .ppid = 4194304, .err_fd = 5, .procs_fd = 6, .listen_pid_slot = 17,
         .has_nofile = true, .nofile = {.rlim_cur = 1024, .rlim_max = RLIM_INFINITY},
         .set_ids = true, .uid = 65534, .gid = 65534,
+        .set_sched = true, .nice = -20,
     };
     round_trip(&c);
     char buf[256];
     cr_spawn_child_format(&c, buf, sizeof(buf));
     char want[128];
-    snprintf(want, sizeof(want), "corral1:4194304:5:6:17:1024:%llu:65534:65534",
+    snprintf(want, sizeof(want), "corral2:4194304:5:6:17:1024:%llu:65534:65534:0",
              (unsigned long long)RLIM_INFINITY);
     assert_string_equal(buf, want);
 }
@@ -61,11 +65,15 @@ static void test_absent_fields(void **state)
     round_trip(&c);
     char buf[64];
     cr_spawn_child_format(&c, buf, sizeof(buf));
-    assert_string_equal(buf, "corral1:1:5:-:-:-:-:-:-");
+    assert_string_equal(buf, "corral2:1:5:-:-:-:-:-:-:-");
     /* Root is a user to drop to like any other (--user 0 --group nogroup). */
     c.set_ids = true;
     c.uid = 0;
     c.gid = 65534;
+    round_trip(&c);
+    /* The other end of the nice range. */
+    c.set_sched = true;
+    c.nice = 19;
     round_trip(&c);
 }
 
@@ -83,25 +91,27 @@ static void test_refused(void **state)
     static const char *bad[] = {
         NULL,
         "",
-        "corral1",
-        "corral0:1:5:6:7:1:2:3:4",          /* another tag */
-        "corral1:1:5:6:7:1:2:3",            /* a field short */
-        "corral1:1:5:6:7:1:2:3:4:5",        /* a field over */
-        "corral1:1:5:6:7:1:2:3:4:",         /* a trailing separator */
-        "corral1:0:5:6:7:1:2:3:4",          /* pid 0 */
-        "corral1:-:5:6:7:1:2:3:4",          /* ppid absent */
-        "corral1:1:-:6:7:1:2:3:4",          /* no failure pipe */
-        "corral1:1:5:6:7:1:-:3:4",          /* half a limit */
-        "corral1:1:5:6:7:1:2:-:4",          /* a uid without a gid */
-        "corral1:1:5:6:7:1:2:3:-",          /* a gid without a uid */
-        "corral1:2147483648:5:6:7:1:2:3:4", /* pid beyond pid_t */
-        "corral1:1:5:6:7:1:2:4294967295:4", /* (uid_t)-1: "no change" to setresuid */
-        "corral1:1:5:6:7:1:18446744073709551616:3:4", /* beyond 64 bits */
-        "corral1:1:5:6:7:1:2:3:4x",         /* junk after a number */
-        "corral1:1:+5:6:7:1:2:3:4",         /* a sign */
-        "corral1:1: 5:6:7:1:2:3:4",         /* a blank */
-        "corral1:1:5::7:1:2:3:4",           /* an empty field */
-        "corral1:1:5:6:--:1:2:3:4",         /* two dashes */
+        "corral2",
+        "corral1:1:5:6:7:1:2:3:4",            /* the line before NICE */
+        "corral0:1:5:6:7:1:2:3:4:20",         /* another tag */
+        "corral2:1:5:6:7:1:2:3:4",            /* a field short */
+        "corral2:1:5:6:7:1:2:3:4:20:5",       /* a field over */
+        "corral2:1:5:6:7:1:2:3:4:20:",        /* a trailing separator */
+        "corral2:0:5:6:7:1:2:3:4:20",         /* pid 0 */
+        "corral2:-:5:6:7:1:2:3:4:20",         /* ppid absent */
+        "corral2:1:-:6:7:1:2:3:4:20",         /* no failure pipe */
+        "corral2:1:5:6:7:1:-:3:4:20",         /* half a limit */
+        "corral2:1:5:6:7:1:2:-:4:20",         /* a uid without a gid */
+        "corral2:1:5:6:7:1:2:3:-:20",         /* a gid without a uid */
+        "corral2:1:5:6:7:1:2:3:4:40",         /* nice 20: beyond 19 */
+        "corral2:2147483648:5:6:7:1:2:3:4:20", /* pid beyond pid_t */
+        "corral2:1:5:6:7:1:2:4294967295:4:20", /* (uid_t)-1: "no change" to setresuid */
+        "corral2:1:5:6:7:1:18446744073709551616:3:4:20", /* beyond 64 bits */
+        "corral2:1:5:6:7:1:2:3:4x:20",        /* junk after a number */
+        "corral2:1:+5:6:7:1:2:3:4:20",        /* a sign */
+        "corral2:1: 5:6:7:1:2:3:4:20",        /* a blank */
+        "corral2:1:5::7:1:2:3:4:20",          /* an empty field */
+        "corral2:1:5:6:--:1:2:3:4:20",        /* two dashes */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         struct cr_spawn_child c = {.ppid = 77};

@@ -1,0 +1,79 @@
+/* priority: corrald's own CPU priority over its workers.
+ *
+ * During `scale 1000` the starting workers hold every core, and the kernel
+ * shares the cores out fairly: corrald, which did work for each of them,
+ * is the one the scheduler judges over-served, and a ping waited up to
+ * 16.6 ms for a core while corrald was runnable (docs/reliability.md,
+ * "Loop latency"). corrald therefore runs above its workers:
+ *
+ *   - a short scheduler slice (EEVDF, Linux 6.12+: sched_attr's
+ *     sched_runtime for SCHED_OTHER): a waking corrald preempts a worker
+ *     whose slice is longer. No privilege needed; older kernels ignore it;
+ *   - a nice value N levels below the one it was started with (needs
+ *     CAP_SYS_NICE or RLIMIT_NICE), which weighs it over workers that share
+ *     its scheduling group;
+ *   - the same for its session's autogroup when it leads its session (as
+ *     under systemd): with autogroups on, every worker (its own session)
+ *     is a group of its own, and only the group's nice weighs against them.
+ *     Not when corrald was started inside another session: raising that
+ *     autogroup would raise a shell and everything else in it.
+ *
+ * Only a corrald started SCHED_OTHER is changed: another policy was chosen
+ * by the operator. Every worker gets the original nice back before exec,
+ * and the kernel's default slice (spawnchild.h); its own session's
+ * autogroup starts at 0 as it always did. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* corrald's slice while raised: about one loop turn of spawning. */
+#define CR_PRIORITY_SLICE_NS 300000u
+
+/* What became of corrald's session's autogroup. */
+enum cr_priority_autogroup {
+    CR_PRIORITY_AUTOGROUP_OFF,        /* autogroups are off, or corrald was not raised */
+    CR_PRIORITY_AUTOGROUP_RAISED,
+    CR_PRIORITY_AUTOGROUP_NOT_LEADER, /* on, but the session is not corrald's own */
+    CR_PRIORITY_AUTOGROUP_FAILED,     /* see autogroup_err */
+};
+
+struct cr_priority {
+    bool raised;          /* something above changed */
+    int nice;             /* the nice it was started with: its workers' */
+    uint64_t slice_ns;    /* the slice it was started with (0: not reported, before 6.12) */
+    int nice_now;         /* its nice now */
+    uint64_t slice_now;   /* its slice now */
+    int nice_err;         /* why the nice could not be lowered (errno), or 0 */
+    enum cr_priority_autogroup autogroup;
+    int autogroup_err;    /* errno, when FAILED */
+    int autogroup_nice;   /* the autogroup's nice now, when RAISED */
+    int policy;           /* the policy it was started with */
+};
+
+/* Whether a worker must be given back the nice corrald was started with
+ * and the kernel's default slice. */
+static inline bool cr_priority_changed(const struct cr_priority *p)
+{
+    return p->nice_now != p->nice || p->slice_now != p->slice_ns;
+}
+
+/* The nice `levels` below base, no lower than -20. Pure. */
+int cr_priority_raised_nice(int base, unsigned levels);
+
+/* Parses /proc/<pid>/autogroup ("/autogroup-<id> nice <n>\n"). Returns 0
+ * with *ret_nice set, or -EINVAL. Pure. */
+int cr_priority_parse_autogroup(const char *text, int *ret_nice);
+
+/* Raises the calling thread (and, see above, its autogroup) by `levels`
+ * nice levels and gives it CR_PRIORITY_SLICE_NS; levels 0 changes
+ * nothing. *ret says what was started with and what was done; a nice or
+ * autogroup that could not be changed is reported there, not as a
+ * failure. Returns 0, or -errno when the attributes cannot be read
+ * (nothing changed). Never logs. */
+int cr_priority_raise(unsigned levels, struct cr_priority *ret);
+
+/* Sets the calling thread's nice and slice (0: the kernel's default),
+ * policy SCHED_OTHER. Async-signal-safe (between fork and exec). Returns
+ * 0 or an errno. */
+int cr_priority_set_self(int nice, uint64_t slice_ns);

@@ -1,0 +1,214 @@
+/* corrald's priority over its workers (priority.h): the pure parts, then
+ * real raises, each in a child of its own so the test runner keeps its
+ * priority. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <linux/sched/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "priority.h"
+
+static void test_raised_nice(void **state)
+{
+    (void)state;
+    assert_int_equal(cr_priority_raised_nice(0, 10), -10);
+    assert_int_equal(cr_priority_raised_nice(5, 10), -5);
+    assert_int_equal(cr_priority_raised_nice(-15, 10), -20);
+    assert_int_equal(cr_priority_raised_nice(19, 39), -20);
+    assert_int_equal(cr_priority_raised_nice(3, 0), 3);
+    assert_int_equal(cr_priority_raised_nice(0, 4000000000u), -20);
+}
+
+static void test_parse_autogroup(void **state)
+{
+    (void)state;
+    int n = 99;
+    assert_int_equal(cr_priority_parse_autogroup("/autogroup-519000 nice 0\n", &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(cr_priority_parse_autogroup("/autogroup-7 nice -10\n", &n), 0);
+    assert_int_equal(n, -10);
+    assert_int_equal(cr_priority_parse_autogroup("/autogroup-7 nice 19", &n), 0);
+    assert_int_equal(n, 19);
+    static const char *bad[] = {
+        NULL, "", "\n", "nice 0\n", "/autogroup-7 nice\n", "/autogroup-7 nice x\n",
+        "/autogroup-7 nice 20\n", "/autogroup-7 nice -21\n", "/autogroup-7 nice 5 6\n",
+        "/other-7 nice 0\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        n = 99;
+        assert_int_equal(cr_priority_parse_autogroup(bad[i], &n), -EINVAL);
+        assert_int_equal(n, 99);
+    }
+}
+
+/* In a child: a failed check exits with its line number. */
+#define CHECK(c)                                                                    \
+    do {                                                                            \
+        if (!(c)) {                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
+            _exit(1);                                                               \
+        }                                                                           \
+    } while (0)
+
+static void in_child(void (*fn)(void))
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static struct sched_attr attr_now(void)
+{
+    struct sched_attr a = {0};
+    CHECK(syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) == 0);
+    return a;
+}
+
+static int autogroup_nice(void)
+{
+    char text[64] = "";
+    int fd = open("/proc/self/autogroup", O_RDONLY), n = 99;
+    CHECK(fd >= 0 && read(fd, text, sizeof(text) - 1) > 0);
+    close(fd);
+    CHECK(cr_priority_parse_autogroup(text, &n) == 0);
+    return n;
+}
+
+static bool autogroups_on(void)
+{
+    char c = '0';
+    int fd = open("/proc/sys/kernel/sched_autogroup_enabled", O_RDONLY);
+    if (fd >= 0) {
+        if (read(fd, &c, 1) != 1)
+            c = '0';
+        close(fd);
+    }
+    return c == '1';
+}
+
+/* What the kernel says afterwards is what *ret says; and what a worker
+ * gets back is what the thread was started with. */
+static void raise_and_give_back(void)
+{
+    CHECK(setpriority(PRIO_PROCESS, 0, 2) == 0);
+    struct cr_priority p;
+    CHECK(cr_priority_raise(10, &p) == 0);
+    CHECK(p.policy == SCHED_NORMAL && p.nice == 2);
+    struct sched_attr a = attr_now();
+    CHECK(a.sched_nice == p.nice_now);
+    CHECK(a.sched_runtime == p.slice_now);
+    if (geteuid() == 0) {
+        CHECK(p.nice_err == 0 && p.nice_now == -8);
+    } else {
+        CHECK(p.nice_err != 0 || p.nice_now == -8);
+    }
+    /* 6.12 and later take the slice; older kernels report none. */
+    CHECK(p.slice_now == CR_PRIORITY_SLICE_NS || p.slice_now == 0);
+    CHECK(p.raised == (p.nice_now != 2 || p.slice_now != p.slice_ns ||
+                       p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED));
+    /* The test is not its session's leader: its autogroup is the
+     * session's, and stays as it was. */
+    CHECK(p.autogroup != CR_PRIORITY_AUTOGROUP_RAISED);
+    CHECK(p.autogroup == (autogroups_on() ? CR_PRIORITY_AUTOGROUP_NOT_LEADER
+                                          : CR_PRIORITY_AUTOGROUP_OFF));
+    CHECK(cr_priority_changed(&p) == (p.nice_now != 2 || p.slice_now != p.slice_ns));
+
+    /* What a worker is given: the nice, and the kernel's default slice,
+     * which is what this thread was started with. */
+    CHECK(cr_priority_set_self(p.nice, 0) == 0);
+    a = attr_now();
+    CHECK(a.sched_nice == 2 && a.sched_runtime == p.slice_ns);
+    CHECK(getpriority(PRIO_PROCESS, 0) == 2);
+}
+
+static void test_raise_and_give_back(void **state)
+{
+    (void)state;
+    in_child(raise_and_give_back);
+}
+
+/* Leading its own session, corrald raises the session's autogroup too. */
+static void leader(void)
+{
+    CHECK(setsid() == getpid());
+    bool on = autogroups_on();
+    int before = on ? autogroup_nice() : 0;
+    struct cr_priority p;
+    CHECK(cr_priority_raise(10, &p) == 0);
+    if (!on) {
+        CHECK(p.autogroup == CR_PRIORITY_AUTOGROUP_OFF);
+        return;
+    }
+    if (geteuid() != 0) {
+        CHECK(p.autogroup == CR_PRIORITY_AUTOGROUP_FAILED || before > -20);
+        return;
+    }
+    CHECK(p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED);
+    CHECK(p.autogroup_nice == cr_priority_raised_nice(before, 10));
+    CHECK(autogroup_nice() == p.autogroup_nice);
+    CHECK(p.raised);
+}
+
+static void test_leader_raises_its_autogroup(void **state)
+{
+    (void)state;
+    in_child(leader);
+}
+
+/* Levels 0, or a policy other than SCHED_NORMAL: nothing changes. */
+static void left_alone(void)
+{
+    struct sched_attr before = attr_now();
+    struct cr_priority p;
+    CHECK(cr_priority_raise(0, &p) == 0);
+    CHECK(!p.raised && !cr_priority_changed(&p));
+    struct sched_attr a = attr_now();
+    CHECK(a.sched_nice == before.sched_nice && a.sched_runtime == before.sched_runtime);
+
+    struct sched_attr batch = {
+        .size = sizeof(batch), .sched_policy = SCHED_BATCH, .sched_nice = before.sched_nice,
+    };
+    CHECK(syscall(SYS_sched_setattr, 0, &batch, 0) == 0);
+    CHECK(cr_priority_raise(10, &p) == 0);
+    CHECK(p.policy == SCHED_BATCH && !p.raised && !cr_priority_changed(&p));
+    a = attr_now();
+    CHECK(a.sched_policy == SCHED_BATCH && a.sched_nice == before.sched_nice);
+}
+
+static void test_left_alone(void **state)
+{
+    (void)state;
+    in_child(left_alone);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_raised_nice),
+        cmocka_unit_test(test_parse_autogroup),
+        cmocka_unit_test(test_raise_and_give_back),
+        cmocka_unit_test(test_leader_raises_its_autogroup),
+        cmocka_unit_test(test_left_alone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
