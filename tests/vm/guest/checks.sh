@@ -167,6 +167,36 @@ check_spawn_path() {
 	fi
 }
 
+# corrald runs above its workers (docs/reliability.md, "Loop latency"):
+# systemd makes it the leader of its session, so its autogroup is raised
+# too; each worker has the nice corrald was started with and an autogroup
+# of its own.
+check_priority() {
+	need_active || return 1
+	local mp log pid n
+	mp=$(main_pid)
+	log=$(journalctl -u "$UNIT" -o cat --no-pager)
+	echo "$log" | grep 'runs above its workers' | tail -n 1
+	echo "$log" | grep -q 'corrald runs above its workers: nice -10 (workers 0)' ||
+		fail "no 'corrald runs above its workers: nice -10 (workers 0)' in the journal" || return 1
+	n=$(awk '{print $19}' "/proc/$mp/stat")
+	[ "$n" = -10 ] || fail "corrald's nice is $n, want -10" || return 1
+	if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+		grep -q ' nice -10$' "/proc/$mp/autogroup" ||
+			fail "corrald's autogroup: $(cat "/proc/$mp/autogroup")" || return 1
+		echo "$log" | grep -q "its session's autogroup at nice -10" ||
+			fail "the journal does not say the autogroup was raised" || return 1
+	fi
+	for pid in $(ready_pids); do
+		n=$(awk '{print $19}' "/proc/$pid/stat")
+		[ "$n" = 0 ] || fail "worker $pid runs at nice $n, want 0" || return 1
+		if [ -r "/proc/$pid/autogroup" ] && grep -q ' nice -10$' "/proc/$pid/autogroup"; then
+			fail "worker $pid shares corrald's raised autogroup"
+			return 1
+		fi
+	done
+}
+
 check_supervisor_leaf() {
 	need_active || return 1
 	local cg mp
@@ -492,6 +522,7 @@ setup
 check start check_start
 check status-line check_status_line
 check spawn-path check_spawn_path
+check priority check_priority
 check supervisor-leaf check_supervisor_leaf
 check worker-leaves check_worker_leaves
 check hardening check_hardening
