@@ -354,10 +354,14 @@ static bool reap(struct cr_worker *w)
 /* Deaths are reaped at most REAPS_PER_TURN a loop turn, in the order they
  * were noticed. A stop, a scale-down or an OOM kill of the whole service
  * ends hundreds of workers at once, and each reap reads a post-mortem and
- * removes a group (~0.2 ms): reaped in one turn, 740 deaths kept signals,
- * control commands and heartbeats waiting 150 ms. A lone death waits for
- * no one: it is reaped on the turn after it was noticed. */
-#define REAPS_PER_TURN 4
+ * removes a group (~0.6 ms on a v1 host while 998 groups die, single
+ * reads and removals up to 5 ms): reaped in one turn, 740 deaths kept
+ * signals, control commands and heartbeats waiting 150 ms. Two a turn,
+ * not four: while 998 drained, the median ping went from 4.9 to 3.0 ms
+ * and the run's maximum from ~20 to ~13.5 ms (median of 8 runs), and the
+ * drain took no longer (docs/reliability.md, "Loop latency"). A lone
+ * death waits for no one: it is reaped on the turn after it was noticed. */
+#define REAPS_PER_TURN 2
 
 static void reap_turn(uv_idle_t *h);
 
