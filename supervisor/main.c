@@ -305,6 +305,8 @@ static void raise_priority(struct cr_supervisor *sup)
         snprintf(ag, sizeof(ag), "; its session's autogroup at nice %d", p->autogroup_nice);
     else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_LEADER)
         snprintf(ag, sizeof(ag), "; autogroup left alone (the session is not corrald's own)");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_ROOT)
+        snprintf(ag, sizeof(ag), "; autogroups do not apply (corrald's CPU cgroup decides)");
     else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED)
         snprintf(ag, sizeof(ag), "; autogroup not raised: %s", strerror(p->autogroup_err));
     char slice[64];
@@ -312,13 +314,17 @@ static void raise_priority(struct cr_supervisor *sup)
         snprintf(slice, sizeof(slice), "a %.1f ms slice", (double)p->slice_now / 1e6);
     else
         snprintf(slice, sizeof(slice), "the kernel's slice (no custom slice before Linux 6.12)");
-    if (p->nice_err)
+    if (!p->raised)
+        cr_log(CR_LOG_INFO, "corrald's priority is left as it was started: nice %d, %s%s%s",
+               p->nice, slice, ag, p->nice_err ? " (a lower nice needs CAP_SYS_NICE)" : "");
+    else if (p->nice_err && p->nice_now == p->nice)
         cr_log(CR_LOG_NOTICE, "corrald cannot run at a lower nice than its workers (%s; needs "
                               "CAP_SYS_NICE or LimitNICE=): nice %d as they, %s%s",
                strerror(p->nice_err), p->nice_now, slice, ag);
     else
-        cr_log(CR_LOG_INFO, "corrald runs above its workers: nice %d (workers %d), %s%s",
-               p->nice_now, p->nice, slice, ag);
+        cr_log(CR_LOG_INFO, "corrald runs above its workers: nice %d (workers %d%s), %s%s",
+               p->nice_now, p->nice, p->nice_err ? "; as low as RLIMIT_NICE allows" : "",
+               slice, ag);
 }
 
 int main(int argc, char **argv)

@@ -72,28 +72,118 @@ static int read_small(const char *path, char *buf, size_t n)
     return r;
 }
 
-/* The session's autogroup, when autogroups are on and corrald leads its
- * session. */
+int cr_priority_parse_cpu_cgroup(const char *text, bool *ret_v1, char *ret_path, size_t size)
+{
+    const char *v2 = NULL;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+        const char *c1 = memchr(line, ':', (size_t)(end - line));
+        const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
+        if (!c2)
+            return -EINVAL;
+        bool cpu = false;
+        for (const char *t = c1 + 1; t < c2;) {
+            size_t n = strcspn(t, ",:");
+            cpu |= n == 3 && memcmp(t, "cpu", 3) == 0;
+            t += n + 1;
+        }
+        if (cpu || (c2 == c1 + 1 && !v2)) {
+            size_t n = (size_t)(end - c2 - 1);
+            if (n == 0 || c2[1] != '/' || n >= size)
+                return -EINVAL;
+            memcpy(ret_path, c2 + 1, n);
+            ret_path[n] = '\0';
+            *ret_v1 = cpu;
+            if (cpu)
+                return 0;
+            v2 = line;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return v2 ? 0 : -ENOENT;
+}
+
+/* Autogroups apply only to tasks the CPU controller leaves in its root
+ * group. Under systemd (Delegate=yes) or in a container, corrald's own
+ * cgroup decides instead: on v2 its supervisor/ leaf beside workers/, on
+ * v1 the unit's group it shares with its workers (where its nice counts).
+ * A cgroup namespace shows its own root as "/": the real root is told by
+ * what only it lacks (cpu.weight, v2) or has (release_agent, v1). */
+static bool in_root_cpu_group(void)
+{
+    char text[4096], path[4096], dir[8400];
+    bool v1;
+    if (read_small("/proc/self/cgroup", text, sizeof(text)) < 0 ||
+        cr_priority_parse_cpu_cgroup(text, &v1, path, sizeof(path)) < 0)
+        return false;
+    if (v1)
+        return strcmp(path, "/") == 0 &&
+               (access("/sys/fs/cgroup/cpu/release_agent", F_OK) == 0 ||
+                access("/sys/fs/cgroup/cpu,cpuacct/release_agent", F_OK) == 0);
+    const char *mount = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0
+                            ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
+    size_t root = strlen(mount);
+    snprintf(dir, sizeof(dir), "%s%s", mount, strcmp(path, "/") == 0 ? "" : path);
+    for (;;) {
+        size_t len = strlen(dir);
+        if (len + strlen("/cpu.weight") >= sizeof(dir))
+            return false;
+        strcpy(dir + len, "/cpu.weight");
+        bool weighted = access(dir, F_OK) == 0;
+        dir[len] = '\0';
+        if (weighted)
+            return false;
+        if (len <= root)
+            return true;
+        *strrchr(dir, '/') = '\0';
+    }
+}
+
+/* The lowest nice this process may take (RLIMIT_NICE: 20 - limit),
+ * without CAP_SYS_NICE. */
+static int lowest_nice(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NICE, &rl) < 0)
+        return 19;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40)
+        return -20;
+    return rl.rlim_cur < 1 ? 19 : 20 - (int)rl.rlim_cur;
+}
+
+static int write_autogroup(int nice)
+{
+    char text[16];
+    int len = snprintf(text, sizeof(text), "%d", nice);
+    int fd = open(AUTOGROUP, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t w = write(fd, text, (size_t)len);
+    int r = w < 0 ? -errno : w != len ? -EIO : 0;
+    close(fd);
+    return r;
+}
+
+/* The session's autogroup, when autogroups apply to corrald and it leads
+ * its session. */
 static enum cr_priority_autogroup raise_autogroup(unsigned levels, struct cr_priority *p)
 {
     char text[64];
     int nice;
     if (read_small(AUTOGROUP_ENABLED, text, sizeof(text)) < 0 || text[0] != '1')
         return CR_PRIORITY_AUTOGROUP_OFF;
+    if (!in_root_cpu_group())
+        return CR_PRIORITY_AUTOGROUP_NOT_ROOT;
     if (getsid(0) != getpid())
         return CR_PRIORITY_AUTOGROUP_NOT_LEADER;
     int r = read_small(AUTOGROUP, text, sizeof(text));
     if (r == 0)
         r = cr_priority_parse_autogroup(text, &nice);
     int want = r == 0 ? cr_priority_raised_nice(nice, levels) : 0;
-    int len = snprintf(text, sizeof(text), "%d", want);
-    int fd = r == 0 ? open(AUTOGROUP, O_WRONLY | O_CLOEXEC) : -1;
-    if (r == 0 && fd < 0)
-        r = -errno;
-    if (r == 0 && write(fd, text, (size_t)len) != len)
-        r = errno ? -errno : -EIO;
-    if (fd >= 0)
-        close(fd);
+    if (r == 0 && (r = write_autogroup(want)) == -EPERM && lowest_nice() < nice) {
+        want = lowest_nice() > want ? lowest_nice() : want;
+        r = write_autogroup(want);
+    }
     if (r < 0) {
         p->autogroup_err = -r;
         return CR_PRIORITY_AUTOGROUP_FAILED;
@@ -127,9 +217,13 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
         *ret = p;
         return 0;
     }
-    /* The slice needs no privilege: without the nice, the slice alone. */
+    /* The slice needs no privilege: without the nice, as low a nice as
+     * RLIMIT_NICE allows, or the slice alone. */
     int want = cr_priority_raised_nice(p.nice, levels);
-    if ((p.nice_err = cr_priority_set_self(want, CR_PRIORITY_SLICE_NS)) != 0)
+    if ((p.nice_err = cr_priority_set_self(want, CR_PRIORITY_SLICE_NS)) != 0 &&
+        (lowest_nice() >= p.nice ||
+         cr_priority_set_self(lowest_nice() > want ? lowest_nice() : want,
+                              CR_PRIORITY_SLICE_NS) != 0))
         cr_priority_set_self(p.nice, CR_PRIORITY_SLICE_NS);
     /* Read back: kernels before 6.12 take no slice for SCHED_OTHER, and
      * say so by reporting none. */

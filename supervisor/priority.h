@@ -10,13 +10,19 @@
  *     sched_runtime for SCHED_OTHER): a waking corrald preempts a worker
  *     whose slice is longer. No privilege needed; older kernels ignore it;
  *   - a nice value N levels below the one it was started with (needs
- *     CAP_SYS_NICE or RLIMIT_NICE), which weighs it over workers that share
- *     its scheduling group;
- *   - the same for its session's autogroup when it leads its session (as
- *     under systemd): with autogroups on, every worker (its own session)
- *     is a group of its own, and only the group's nice weighs against them.
- *     Not when corrald was started inside another session: raising that
- *     autogroup would raise a shell and everything else in it.
+ *     CAP_SYS_NICE, or as far as RLIMIT_NICE allows), which weighs it over
+ *     workers that share its CPU cgroup (under systemd on cgroup v1, in a
+ *     container);
+ *   - the same for its session's autogroup when autogroups apply to it
+ *     (corrald in the CPU controller's root group, as when started from a
+ *     shell or an init without cgroups): there every worker, its own
+ *     session, is a group of its own, and only the group's nice weighs
+ *     against them. Only when corrald leads its session: raising another
+ *     session's autogroup would raise a shell and everything in it.
+ *
+ * Under systemd on cgroup v2 neither nice nor autogroup decides: corrald's
+ * supervisor/ leaf and workers/ are siblings with the cpu controller on
+ * (cgsetup.c), so corrald alone weighs as much as all its workers.
  *
  * Only a corrald started SCHED_OTHER is changed: another policy was chosen
  * by the operator. Every worker gets the original nice back before exec,
@@ -25,6 +31,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* corrald's slice while raised: about one loop turn of spawning. */
@@ -34,6 +41,7 @@
 enum cr_priority_autogroup {
     CR_PRIORITY_AUTOGROUP_OFF,        /* autogroups are off, or corrald was not raised */
     CR_PRIORITY_AUTOGROUP_RAISED,
+    CR_PRIORITY_AUTOGROUP_NOT_ROOT,   /* on, but corrald's CPU cgroup is not the root */
     CR_PRIORITY_AUTOGROUP_NOT_LEADER, /* on, but the session is not corrald's own */
     CR_PRIORITY_AUTOGROUP_FAILED,     /* see autogroup_err */
 };
@@ -60,6 +68,12 @@ static inline bool cr_priority_changed(const struct cr_priority *p)
 
 /* The nice `levels` below base, no lower than -20. Pure. */
 int cr_priority_raised_nice(int base, unsigned levels);
+
+/* Parses /proc/<pid>/cgroup for the group whose CPU controller schedules
+ * the process: the v1 line naming "cpu" among its controllers, else the
+ * v2 line ("0::"). Copies its path into ret_path (size bytes) and says
+ * which in *ret_v1. Returns 0, -ENOENT (no such line) or -EINVAL. Pure. */
+int cr_priority_parse_cpu_cgroup(const char *text, bool *ret_v1, char *ret_path, size_t size);
 
 /* Parses /proc/<pid>/autogroup ("/autogroup-<id> nice <n>\n"). Returns 0
  * with *ret_nice set, or -EINVAL. Pure. */

@@ -2,9 +2,9 @@
  * worker program, and the one line that carries them to corral-exec.
  *
  * A new worker process must, before one instruction of the worker program:
- * arm its parent-death signal, move itself into its cgroup, take corrald's
- * descriptor limit and CPU priority as corrald was started with them,
- * drop to the worker's user, fill in LISTEN_PID, and exec. These steps run in one of two places:
+ * arm its parent-death signal, move itself into its cgroup, take the
+ * descriptor limit and the nice corrald was started with (and the kernel's
+ * default slice), drop to the worker's user, fill in LISTEN_PID, and exec. These steps run in one of two places:
  *
  *   - in corral-exec, the small static program corrald starts from a child
  *     that shares its memory (spawnvm.h; posix_spawn where that is not
