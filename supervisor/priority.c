@@ -230,8 +230,10 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
     if (get_attr(&a) == 0) {
         p.nice_now = a.sched_nice;
         p.slice_now = a.sched_runtime;
-    } else if (!p.nice_err) {
-        p.nice_now = want;
+    } else {
+        errno = 0;
+        int n = getpriority(PRIO_PROCESS, 0);
+        p.nice_now = n == -1 && errno ? p.nice : n;
     }
     p.autogroup = raise_autogroup(levels, &p);
     p.raised = cr_priority_changed(&p) || p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
