@@ -309,14 +309,20 @@ static void raise_priority(struct cr_supervisor *sup)
         snprintf(ag, sizeof(ag), "; autogroups do not apply (corrald's CPU cgroup decides)");
     else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED)
         snprintf(ag, sizeof(ag), "; autogroup not raised: %s", strerror(p->autogroup_err));
-    char slice[64];
+    char slice[96];
     if (p->slice_now != p->slice_ns)
         snprintf(slice, sizeof(slice), "a %.1f ms slice", (double)p->slice_now / 1e6);
+    else if (p->slice_err)
+        snprintf(slice, sizeof(slice), "the kernel's slice (sched_setattr: %s)",
+                 strerror(p->slice_err));
     else
         snprintf(slice, sizeof(slice), "the kernel's slice (no custom slice before Linux 6.12)");
+    if (p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED && p->autogroup_limited)
+        snprintf(ag + strlen(ag), sizeof(ag) - strlen(ag), ", as low as RLIMIT_NICE allows");
     if (!p->raised)
-        cr_log(CR_LOG_INFO, "corrald's priority is left as it was started: nice %d, %s%s%s",
-               p->nice, slice, ag, p->nice_err ? " (a lower nice needs CAP_SYS_NICE)" : "");
+        cr_log(CR_LOG_INFO, "corrald's priority is left as it was started: %s, nice %d%s%s",
+               slice, p->nice,
+               p->nice_err ? " (a lower one needs CAP_SYS_NICE or LimitNICE=)" : "", ag);
     else if (p->nice_err && p->nice_now == p->nice)
         cr_log(CR_LOG_NOTICE, "corrald cannot run at a lower nice than its workers (%s; needs "
                               "CAP_SYS_NICE or LimitNICE=): nice %d as they, %s%s",
@@ -360,11 +366,15 @@ int main(int argc, char **argv)
     /* A worker's closed pipe must be an error return, not our death. */
     signal(SIGPIPE, SIG_IGN);
     raise_nofile(&sup);
-    raise_priority(&sup);
 
     uv_loop_t *loop = uv_default_loop();
     static struct wiring wi = {.sup = &sup};
     r = open_all(&wi, loop);
+    /* After the cgroup set-up (on v2 corrald has moved into its leaf and
+     * enabled the cpu controller, which decides whether autogroups apply)
+     * and before the first worker or thread-pool thread exists. */
+    if (r >= 0)
+        raise_priority(&sup);
     if (r >= 0)
         r = cr_supervisor_spawn_all(&sup);
     if (r >= 0)

@@ -7,6 +7,7 @@
 #include <linux/sched/types.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -77,6 +78,10 @@ int cr_priority_parse_cpu_cgroup(const char *text, bool *ret_v1, char *ret_path,
     const char *v2 = NULL;
     for (const char *line = text; line && *line;) {
         const char *nl = strchr(line, '\n'), *end = nl ? nl : line + strlen(line);
+        if (end == line) { /* a blank line */
+            line = nl ? nl + 1 : NULL;
+            continue;
+        }
         const char *c1 = memchr(line, ':', (size_t)(end - line));
         const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(end - c1 - 1)) : NULL;
         if (!c2)
@@ -87,7 +92,8 @@ int cr_priority_parse_cpu_cgroup(const char *text, bool *ret_v1, char *ret_path,
             cpu |= n == 3 && memcmp(t, "cpu", 3) == 0;
             t += n + 1;
         }
-        if (cpu || (c2 == c1 + 1 && !v2)) {
+        bool unified = c2 == c1 + 1 && c1 == line + 1 && line[0] == '0';
+        if (cpu || (unified && !v2)) {
             size_t n = (size_t)(end - c2 - 1);
             if (n == 0 || c2[1] != '/' || n >= size)
                 return -EINVAL;
@@ -113,9 +119,13 @@ static bool in_root_cpu_group(void)
 {
     char text[4096], path[4096], dir[8400];
     bool v1;
-    if (read_small("/proc/self/cgroup", text, sizeof(text)) < 0 ||
-        cr_priority_parse_cpu_cgroup(text, &v1, path, sizeof(path)) < 0)
-        return false;
+    int r = read_small("/proc/self/cgroup", text, sizeof(text));
+    if (r == 0)
+        r = cr_priority_parse_cpu_cgroup(text, &v1, path, sizeof(path));
+    if (r == -ENOENT) /* no cpu controller anywhere: everyone is in its root group */
+        return true;
+    if (r < 0 || strstr(path, "/.."))
+        return false; /* unknown, or outside our cgroup namespace: claim nothing */
     if (v1)
         return strcmp(path, "/") == 0 &&
                (access("/sys/fs/cgroup/cpu/release_agent", F_OK) == 0 ||
@@ -124,6 +134,15 @@ static bool in_root_cpu_group(void)
                             ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
     size_t root = strlen(mount);
     snprintf(dir, sizeof(dir), "%s%s", mount, strcmp(path, "/") == 0 ? "" : path);
+    /* Only a group we can see can be judged; only the real root lacks
+     * cgroup.type (a namespace's root has it). */
+    char probe[8500];
+    snprintf(probe, sizeof(probe), "%s/cgroup.procs", dir);
+    if (access(probe, F_OK) < 0)
+        return false;
+    snprintf(probe, sizeof(probe), "%s/cgroup.type", mount);
+    if (access(probe, F_OK) == 0)
+        return false;
     for (;;) {
         size_t len = strlen(dir);
         if (len + strlen("/cpu.weight") >= sizeof(dir))
@@ -139,16 +158,20 @@ static bool in_root_cpu_group(void)
     }
 }
 
-/* The lowest nice this process may take (RLIMIT_NICE: 20 - limit),
- * without CAP_SYS_NICE. */
+int cr_priority_lowest_nice(unsigned long long cur)
+{
+    if (cur >= 40)
+        return -20;
+    return cur < 1 ? 19 : 20 - (int)cur;
+}
+
+/* The lowest nice this process may take without CAP_SYS_NICE. */
 static int lowest_nice(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NICE, &rl) < 0)
         return 19;
-    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40)
-        return -20;
-    return rl.rlim_cur < 1 ? 19 : 20 - (int)rl.rlim_cur;
+    return cr_priority_lowest_nice(rl.rlim_cur == RLIM_INFINITY ? 40 : (unsigned long long)rl.rlim_cur);
 }
 
 static int write_autogroup(int nice)
@@ -169,7 +192,7 @@ static int write_autogroup(int nice)
 static enum cr_priority_autogroup raise_autogroup(unsigned levels, struct cr_priority *p)
 {
     char text[64];
-    int nice;
+    int nice = 0;
     if (read_small(AUTOGROUP_ENABLED, text, sizeof(text)) < 0 || text[0] != '1')
         return CR_PRIORITY_AUTOGROUP_OFF;
     if (!in_root_cpu_group())
@@ -180,8 +203,17 @@ static enum cr_priority_autogroup raise_autogroup(unsigned levels, struct cr_pri
     if (r == 0)
         r = cr_priority_parse_autogroup(text, &nice);
     int want = r == 0 ? cr_priority_raised_nice(nice, levels) : 0;
-    if (r == 0 && (r = write_autogroup(want)) == -EPERM && lowest_nice() < nice) {
-        want = lowest_nice() > want ? lowest_nice() : want;
+    /* Without CAP_SYS_ADMIN the kernel takes one autogroup change per
+     * 100 ms, machine-wide: corralds starting together retry, at start-up. */
+    if (r == 0)
+        for (int tries = 0; (r = write_autogroup(want)) == -EAGAIN && tries < 3; tries++)
+            nanosleep(&(struct timespec){.tv_nsec = 110 * 1000 * 1000}, NULL);
+    /* Without CAP_SYS_NICE: as far as RLIMIT_NICE allows (any nice >= 0
+     * needs nothing). */
+    int allowed = lowest_nice() < 0 ? lowest_nice() : 0;
+    if (r == -EPERM && allowed < nice && allowed > want) {
+        want = allowed;
+        p->autogroup_limited = true;
         r = write_autogroup(want);
     }
     if (r < 0) {
@@ -220,11 +252,11 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
     /* The slice needs no privilege: without the nice, as low a nice as
      * RLIMIT_NICE allows, or the slice alone. */
     int want = cr_priority_raised_nice(p.nice, levels);
-    if ((p.nice_err = cr_priority_set_self(want, CR_PRIORITY_SLICE_NS)) != 0 &&
-        (lowest_nice() >= p.nice ||
-         cr_priority_set_self(lowest_nice() > want ? lowest_nice() : want,
-                              CR_PRIORITY_SLICE_NS) != 0))
-        cr_priority_set_self(p.nice, CR_PRIORITY_SLICE_NS);
+    if ((p.nice_err = cr_priority_set_self(want, CR_PRIORITY_SLICE_NS)) != 0) {
+        int allowed = lowest_nice();
+        if (allowed >= p.nice || cr_priority_set_self(allowed, CR_PRIORITY_SLICE_NS) != 0)
+            p.slice_err = cr_priority_set_self(p.nice, CR_PRIORITY_SLICE_NS);
+    }
     /* Read back: kernels before 6.12 take no slice for SCHED_OTHER, and
      * say so by reporting none. */
     if (get_attr(&a) == 0) {

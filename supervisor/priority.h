@@ -11,8 +11,8 @@
  *     whose slice is longer. No privilege needed; older kernels ignore it;
  *   - a nice value N levels below the one it was started with (needs
  *     CAP_SYS_NICE, or as far as RLIMIT_NICE allows), which weighs it over
- *     workers that share its CPU cgroup (under systemd on cgroup v1, in a
- *     container);
+ *     workers that share its CPU cgroup (on cgroup v1, under systemd or in
+ *     a container; with --no-cgroups);
  *   - the same for its session's autogroup when autogroups apply to it
  *     (corrald in the CPU controller's root group, as when started from a
  *     shell or an init without cgroups): there every worker, its own
@@ -20,9 +20,12 @@
  *     against them. Only when corrald leads its session: raising another
  *     session's autogroup would raise a shell and everything in it.
  *
- * Under systemd on cgroup v2 neither nice nor autogroup decides: corrald's
+ * Wherever corrald makes its own supervisor/ leaf on v2 (the default,
+ * without --cgroup-parent: under systemd, in a container) neither nice
+ * nor autogroup decides: its
  * supervisor/ leaf and workers/ are siblings with the cpu controller on
- * (cgsetup.c), so corrald alone weighs as much as all its workers.
+ * when it is available (cgsetup.c), so corrald alone weighs as much as
+ * all its workers.
  *
  * Only a corrald started SCHED_OTHER is changed: another policy was chosen
  * by the operator. Every worker gets the original nice back before exec,
@@ -52,10 +55,12 @@ struct cr_priority {
     uint64_t slice_ns;    /* the slice it was started with (0: not reported, before 6.12) */
     int nice_now;         /* its nice now */
     uint64_t slice_now;   /* its slice now */
-    int nice_err;         /* why the nice could not be lowered (errno), or 0 */
+    int nice_err;         /* why the nice could not be lowered all the way (errno), or 0 */
+    int slice_err;        /* why no slice could be set (errno), or 0 */
     enum cr_priority_autogroup autogroup;
     int autogroup_err;    /* errno, when FAILED */
     int autogroup_nice;   /* the autogroup's nice now, when RAISED */
+    bool autogroup_limited; /* RAISED, but only as far as RLIMIT_NICE allows */
     int policy;           /* the policy it was started with */
 };
 
@@ -68,6 +73,10 @@ static inline bool cr_priority_changed(const struct cr_priority *p)
 
 /* The nice `levels` below base, no lower than -20. Pure. */
 int cr_priority_raised_nice(int base, unsigned levels);
+
+/* The lowest nice RLIMIT_NICE's soft limit cur lets a process without
+ * CAP_SYS_NICE take: 20 - cur, and 19 (no lower) for 0 and 1. Pure. */
+int cr_priority_lowest_nice(unsigned long long cur);
 
 /* Parses /proc/<pid>/cgroup for the group whose CPU controller schedules
  * the process: the v1 line naming "cpu" among its controllers, else the

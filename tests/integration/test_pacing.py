@@ -507,18 +507,19 @@ def can_lower_nice():
     return False
 
 
-def in_root_cpu_group(pid):
-    """Whether the CPU controller leaves pid in its root group (where
-    autogroups apply): a v1 cpu hierarchy at "/" whose root is the real
-    one, or a v2-only host's root."""
-    with open(f"/proc/{pid}/cgroup") as f:
-        lines = [l.rstrip("\n").split(":", 2) for l in f]
-    for _, ctrls, path in lines:
-        if "cpu" in ctrls.split(","):
-            return path == "/" and any(os.path.exists(f"/sys/fs/cgroup/{d}/release_agent")
-                                       for d in ("cpu", "cpu,cpuacct"))
-    return any(c == "" and p == "/" for _, c, p in lines) and \
-        not os.path.exists("/sys/fs/cgroup/cpu.weight")
+def known_root_cpu_group():
+    """Whether this test (and so the corrald it starts) is, knowably, in
+    the CPU controller's root group, where autogroups apply: a v1 cpu
+    hierarchy at "/" whose root is the real one (this host, and CI's).
+    Elsewhere the test only checks that corrald's word and the kernel's
+    agree."""
+    with open("/proc/self/cgroup") as f:
+        for _, ctrls, path in (l.rstrip("\n").split(":", 2) for l in f if l.strip()):
+            if "cpu" in ctrls.split(","):
+                return path == "/" and any(
+                    os.path.exists(f"/sys/fs/cgroup/{d}/release_agent")
+                    for d in ("cpu", "cpu,cpuacct"))
+    return False
 
 
 def autogroups_on():
@@ -560,15 +561,15 @@ def test_priority_over_workers():
             if ag is not None and autogroups_on():
                 assert ag != cag and ag.endswith(" nice 0"), (ag, cag)
         if cag is not None and autogroups_on():
-            if not in_root_cpu_group(c.proc.pid):
-                assert not cag.endswith(" nice -10"), cag
-                assert "autogroups do not apply (corrald's CPU cgroup decides)" in log, log
-            elif leader:
-                assert cag.endswith(f" nice {-10}"), cag
-                assert "its session's autogroup at nice -10" in log, log
-            else:
-                assert not cag.endswith(" nice -10"), cag
-                assert "autogroup left alone (the session is not corrald's own)" in log, log
+            raised = "its session's autogroup at nice -10" in log
+            assert raised == cag.endswith(" nice -10"), (cag, log)  # its word is the kernel's
+            if known_root_cpu_group():
+                assert raised == leader, log
+                if not leader:
+                    assert "autogroup left alone (the session is not corrald's own)" in log, log
+            elif not raised:
+                assert ("autogroups do not apply (corrald's CPU cgroup decides)" in log or
+                        "autogroup left alone" in log), log
         st, hd, _ = c.get("/light")
         assert st == 200 and int(hd["x-worker-pid"]) in pids
 
