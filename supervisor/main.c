@@ -39,6 +39,8 @@ struct wiring {
     struct cr_sd *sd;
     struct cr_memwatch *mw;
     struct cr_exitnotice *en; /* while spares are kept */
+    uv_timer_t autogroup_retry; /* the kernel's autogroup rate limit (priority.h) */
+    unsigned autogroup_tries;
     char en_failed[128];      /* why it could not be opened (not tried again) */
 };
 
@@ -283,10 +285,49 @@ static void raise_nofile(struct cr_supervisor *sup)
                (unsigned long long)rl.rlim_max, strerror(errno));
 }
 
+/* What became of the autogroup, for the log line. */
+static void autogroup_note(const struct cr_priority *p, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED)
+        snprintf(buf, size, "; its session's autogroup at nice %d%s", p->autogroup_nice,
+                 p->autogroup_limited ? ", as low as RLIMIT_NICE allows" : "");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_LEADER)
+        snprintf(buf, size, "; autogroup left alone (the session is not corrald's own)");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_ROOT)
+        snprintf(buf, size, "; autogroups do not apply (corrald's CPU cgroup decides)");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED && p->autogroup_err == EAGAIN)
+        snprintf(buf, size, "; autogroup: the kernel's rate limit, tried again from a timer");
+    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED)
+        snprintf(buf, size, "; autogroup not raised: %s", strerror(p->autogroup_err));
+}
+
+/* Without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms,
+ * machine-wide: corralds starting together try again, three times, from
+ * a timer that never holds the loop. */
+static void on_autogroup_retry(uv_timer_t *t)
+{
+    struct wiring *wi = t->data;
+    struct cr_priority *p = &wi->sup->priority;
+    p->autogroup = cr_priority_raise_autogroup(wi->sup->cfg.priority_boost, p);
+    p->raised |= p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
+    bool again = p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED && p->autogroup_err == EAGAIN;
+    if (again && ++wi->autogroup_tries < 3)
+        return;
+    uv_close((uv_handle_t *)t, NULL);
+    char ag[112];
+    if (again)
+        snprintf(ag, sizeof(ag), "; autogroup not raised: %s", strerror(EAGAIN));
+    else
+        autogroup_note(p, ag, sizeof(ag));
+    cr_log(CR_LOG_INFO, "corrald's autogroup, tried again%s", ag);
+}
+
 /* corrald answers while its workers start: it runs above them
  * (priority.h), and says how far, once. */
-static void raise_priority(struct cr_supervisor *sup)
+static void raise_priority(struct wiring *wi, uv_loop_t *loop)
 {
+    struct cr_supervisor *sup = wi->sup;
     struct cr_priority *p = &sup->priority;
     int r = cr_priority_raise(sup->cfg.priority_boost, p);
     if (r < 0) {
@@ -300,15 +341,8 @@ static void raise_priority(struct cr_supervisor *sup)
                             "its priority and its workers' are left as they are", p->policy);
         return;
     }
-    char ag[96] = "";
-    if (p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED)
-        snprintf(ag, sizeof(ag), "; its session's autogroup at nice %d", p->autogroup_nice);
-    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_LEADER)
-        snprintf(ag, sizeof(ag), "; autogroup left alone (the session is not corrald's own)");
-    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_NOT_ROOT)
-        snprintf(ag, sizeof(ag), "; autogroups do not apply (corrald's CPU cgroup decides)");
-    else if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED)
-        snprintf(ag, sizeof(ag), "; autogroup not raised: %s", strerror(p->autogroup_err));
+    char ag[112];
+    autogroup_note(p, ag, sizeof(ag));
     char slice[96];
     if (p->slice_now != p->slice_ns)
         snprintf(slice, sizeof(slice), "a %.1f ms slice", (double)p->slice_now / 1e6);
@@ -317,8 +351,6 @@ static void raise_priority(struct cr_supervisor *sup)
                  strerror(p->slice_err));
     else
         snprintf(slice, sizeof(slice), "the kernel's slice (no custom slice before Linux 6.12)");
-    if (p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED && p->autogroup_limited)
-        snprintf(ag + strlen(ag), sizeof(ag) - strlen(ag), ", as low as RLIMIT_NICE allows");
     if (!p->raised)
         cr_log(CR_LOG_INFO, "corrald's priority is left as it was started: %s, nice %d%s%s",
                slice, p->nice,
@@ -331,6 +363,12 @@ static void raise_priority(struct cr_supervisor *sup)
         cr_log(CR_LOG_INFO, "corrald runs above its workers: nice %d (workers %d%s), %s%s",
                p->nice_now, p->nice, p->nice_err ? "; as low as RLIMIT_NICE allows" : "",
                slice, ag);
+    if (p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED && p->autogroup_err == EAGAIN &&
+        uv_timer_init(loop, &wi->autogroup_retry) == 0) {
+        wi->autogroup_retry.data = wi;
+        uv_timer_start(&wi->autogroup_retry, on_autogroup_retry, 110, 110);
+        uv_unref((uv_handle_t *)&wi->autogroup_retry);
+    }
 }
 
 int main(int argc, char **argv)
@@ -374,7 +412,7 @@ int main(int argc, char **argv)
      * enabled the cpu controller, which decides whether autogroups apply)
      * and before the first worker or thread-pool thread exists. */
     if (r >= 0)
-        raise_priority(&sup);
+        raise_priority(&wi, loop);
     if (r >= 0)
         r = cr_supervisor_spawn_all(&sup);
     if (r >= 0)

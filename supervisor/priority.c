@@ -7,7 +7,6 @@
 #include <linux/sched/types.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -187,9 +186,7 @@ static int write_autogroup(int nice)
     return r;
 }
 
-/* The session's autogroup, when autogroups apply to corrald and it leads
- * its session. */
-static enum cr_priority_autogroup raise_autogroup(unsigned levels, struct cr_priority *p)
+enum cr_priority_autogroup cr_priority_raise_autogroup(unsigned levels, struct cr_priority *p)
 {
     char text[64];
     int nice = 0;
@@ -203,11 +200,8 @@ static enum cr_priority_autogroup raise_autogroup(unsigned levels, struct cr_pri
     if (r == 0)
         r = cr_priority_parse_autogroup(text, &nice);
     int want = r == 0 ? cr_priority_raised_nice(nice, levels) : 0;
-    /* Without CAP_SYS_ADMIN the kernel takes one autogroup change per
-     * 100 ms, machine-wide: corralds starting together retry, at start-up. */
     if (r == 0)
-        for (int tries = 0; (r = write_autogroup(want)) == -EAGAIN && tries < 3; tries++)
-            nanosleep(&(struct timespec){.tv_nsec = 110 * 1000 * 1000}, NULL);
+        r = write_autogroup(want);
     /* Without CAP_SYS_NICE: as far as RLIMIT_NICE allows (any nice >= 0
      * needs nothing). */
     int allowed = lowest_nice() < 0 ? lowest_nice() : 0;
@@ -267,7 +261,7 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
         int n = getpriority(PRIO_PROCESS, 0);
         p.nice_now = n == -1 && errno ? p.nice : n;
     }
-    p.autogroup = raise_autogroup(levels, &p);
+    p.autogroup = cr_priority_raise_autogroup(levels, &p);
     p.raised = cr_priority_changed(&p) || p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
     *ret = p;
     return 0;

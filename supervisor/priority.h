@@ -96,6 +96,13 @@ int cr_priority_parse_autogroup(const char *text, int *ret_nice);
  * (nothing changed). Never logs. */
 int cr_priority_raise(unsigned levels, struct cr_priority *ret);
 
+/* The autogroup step of cr_priority_raise alone, for a retry: without
+ * CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms,
+ * machine-wide, and says EAGAIN (FAILED, autogroup_err) to corralds
+ * starting together. Sets p's autogroup_* fields; returns the outcome
+ * (the caller stores it in p->autogroup). Never sleeps, never logs. */
+enum cr_priority_autogroup cr_priority_raise_autogroup(unsigned levels, struct cr_priority *p);
+
 /* Sets the calling thread's nice and slice (0: the kernel's default),
  * policy SCHED_OTHER. Async-signal-safe (between fork and exec). Returns
  * 0 or an errno. */
