@@ -544,9 +544,11 @@ void cr_cg_worker_evidence(struct cr_worker *w, struct cr_death_evidence *ev,
 {
     struct cr_supervisor *sup = w->sup;
     struct cr_cgroup *shared = w->cg ? NULL : shared_group(sup);
-    uint64_t sys = vmstat_oom_kill(sup);
-    ev->system_oom_kill =
-        died_of_sigkill(ev) && sys >= w->vmstat_oom0 ? sys - w->vmstat_oom0 : 0;
+    /* Only a SIGKILL can be the kernel's OOM kill: the other deaths (a
+     * drain's exit-clean among them) skip the read of /proc/vmstat, which
+     * the kernel regenerates whole on each read. */
+    uint64_t sys = died_of_sigkill(ev) ? vmstat_oom_kill(sup) : 0;
+    ev->system_oom_kill = sys >= w->vmstat_oom0 ? sys - w->vmstat_oom0 : 0;
     pm->oom_system = ev->system_oom_kill;
     pm->cg_usage = w->cg_usage;
     pm->cg_limit = w->cg_limit;
