@@ -309,8 +309,7 @@ static void on_autogroup_retry(uv_timer_t *t)
 {
     struct wiring *wi = t->data;
     struct cr_priority *p = &wi->sup->priority;
-    p->autogroup = cr_priority_raise_autogroup(wi->sup->cfg.priority_boost, p);
-    p->raised |= p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
+    p->autogroup = cr_priority_retry_autogroup(p);
     bool again = p->autogroup == CR_PRIORITY_AUTOGROUP_FAILED && p->autogroup_err == EAGAIN;
     if (again && ++wi->autogroup_tries < 3)
         return;
@@ -351,7 +350,7 @@ static void raise_priority(struct wiring *wi, uv_loop_t *loop)
                  strerror(p->slice_err));
     else
         snprintf(slice, sizeof(slice), "the kernel's slice (no custom slice before Linux 6.12)");
-    if (!p->raised)
+    if (!cr_priority_raised(p))
         cr_log(CR_LOG_INFO, "corrald's priority is left as it was started: %s, nice %d%s%s",
                slice, p->nice,
                p->nice_err ? " (a lower one needs CAP_SYS_NICE or LimitNICE=)" : "", ag);

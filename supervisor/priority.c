@@ -1,5 +1,7 @@
 #include "priority.h"
 
+#include "textfile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,40 +38,11 @@ int cr_priority_parse_autogroup(const char *text, int *ret_nice)
     return 0;
 }
 
-/* glibc before 2.41 has no wrapper for these two. */
+/* glibc before 2.41 has no wrapper (nor for sched_setattr, priority_set.c). */
 static int get_attr(struct sched_attr *a)
 {
     *a = (struct sched_attr){0};
     return syscall(SYS_sched_getattr, 0, a, sizeof(*a), 0) < 0 ? errno : 0;
-}
-
-int cr_priority_set_self(int nice, uint64_t slice_ns)
-{
-    struct sched_attr a = {
-        .size = sizeof(a),
-        .sched_policy = SCHED_NORMAL,
-        .sched_nice = nice,
-        .sched_runtime = slice_ns,
-    };
-    if (syscall(SYS_sched_setattr, 0, &a, 0) == 0)
-        return 0;
-    /* Before Linux 3.14 there is only the nice. */
-    if (errno != ENOSYS)
-        return errno;
-    return setpriority(PRIO_PROCESS, 0, nice) < 0 ? errno : 0;
-}
-
-static int read_small(const char *path, char *buf, size_t n)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t len = read(fd, buf, n - 1);
-    int r = len < 0 ? -errno : 0;
-    close(fd);
-    if (r == 0)
-        buf[len] = '\0';
-    return r;
 }
 
 int cr_priority_parse_cpu_cgroup(const char *text, bool *ret_v1, char *ret_path, size_t size)
@@ -118,7 +91,7 @@ static bool in_root_cpu_group(void)
 {
     char text[4096], path[4096], dir[8400];
     bool v1;
-    int r = read_small("/proc/self/cgroup", text, sizeof(text));
+    int r = cr_read_text("/proc/self/cgroup", text, sizeof(text)) < 0 ? -EIO : 0;
     if (r == 0)
         r = cr_priority_parse_cpu_cgroup(text, &v1, path, sizeof(path));
     if (r == -ENOENT) /* no cpu controller anywhere: everyone is in its root group */
@@ -186,17 +159,20 @@ static int write_autogroup(int nice)
     return r;
 }
 
-enum cr_priority_autogroup cr_priority_raise_autogroup(unsigned levels, struct cr_priority *p)
+/* The session's autogroup, when autogroups apply to corrald and it leads
+ * its session; lowest: the lowest nice RLIMIT_NICE allows. */
+static enum cr_priority_autogroup raise_autogroup(unsigned levels, int lowest,
+                                                  struct cr_priority *p)
 {
     char text[64];
     int nice = 0;
-    if (read_small(AUTOGROUP_ENABLED, text, sizeof(text)) < 0 || text[0] != '1')
+    if (cr_read_text(AUTOGROUP_ENABLED, text, sizeof(text)) < 0 || text[0] != '1')
         return CR_PRIORITY_AUTOGROUP_OFF;
     if (!in_root_cpu_group())
         return CR_PRIORITY_AUTOGROUP_NOT_ROOT;
     if (getsid(0) != getpid())
         return CR_PRIORITY_AUTOGROUP_NOT_LEADER;
-    int r = read_small(AUTOGROUP, text, sizeof(text));
+    int r = cr_read_text(AUTOGROUP, text, sizeof(text)) < 0 ? -EIO : 0;
     if (r == 0)
         r = cr_priority_parse_autogroup(text, &nice);
     int want = r == 0 ? cr_priority_raised_nice(nice, levels) : 0;
@@ -204,18 +180,26 @@ enum cr_priority_autogroup cr_priority_raise_autogroup(unsigned levels, struct c
         r = write_autogroup(want);
     /* Without CAP_SYS_NICE: as far as RLIMIT_NICE allows (any nice >= 0
      * needs nothing). */
-    int allowed = lowest_nice() < 0 ? lowest_nice() : 0;
-    if (r == -EPERM && allowed < nice && allowed > want) {
-        want = allowed;
-        p->autogroup_limited = true;
-        r = write_autogroup(want);
-    }
-    if (r < 0) {
-        p->autogroup_err = -r;
-        return CR_PRIORITY_AUTOGROUP_FAILED;
+    if (r == -EPERM) {
+        int allowed = lowest < 0 ? lowest : 0;
+        if (allowed < nice && allowed > want) {
+            want = allowed;
+            p->autogroup_limited = true;
+            r = write_autogroup(want);
+        }
     }
     p->autogroup_nice = want;
-    return CR_PRIORITY_AUTOGROUP_RAISED;
+    p->autogroup_err = r < 0 ? -r : 0;
+    return r < 0 ? CR_PRIORITY_AUTOGROUP_FAILED : CR_PRIORITY_AUTOGROUP_RAISED;
+}
+
+enum cr_priority_autogroup cr_priority_retry_autogroup(struct cr_priority *p)
+{
+    /* The kernel checks the permission before the rate: EAGAIN means
+     * the same write will do once 100 ms have passed. */
+    int r = write_autogroup(p->autogroup_nice);
+    p->autogroup_err = r < 0 ? -r : 0;
+    return r < 0 ? CR_PRIORITY_AUTOGROUP_FAILED : CR_PRIORITY_AUTOGROUP_RAISED;
 }
 
 int cr_priority_raise(unsigned levels, struct cr_priority *ret)
@@ -245,10 +229,9 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
     }
     /* The slice needs no privilege: without the nice, as low a nice as
      * RLIMIT_NICE allows, or the slice alone. */
-    int want = cr_priority_raised_nice(p.nice, levels);
+    int want = cr_priority_raised_nice(p.nice, levels), lowest = lowest_nice();
     if ((p.nice_err = cr_priority_set_self(want, CR_PRIORITY_SLICE_NS)) != 0) {
-        int allowed = lowest_nice();
-        if (allowed >= p.nice || cr_priority_set_self(allowed, CR_PRIORITY_SLICE_NS) != 0)
+        if (lowest >= p.nice || cr_priority_set_self(lowest, CR_PRIORITY_SLICE_NS) != 0)
             p.slice_err = cr_priority_set_self(p.nice, CR_PRIORITY_SLICE_NS);
     }
     /* Read back: kernels before 6.12 take no slice for SCHED_OTHER, and
@@ -261,8 +244,7 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret)
         int n = getpriority(PRIO_PROCESS, 0);
         p.nice_now = n == -1 && errno ? p.nice : n;
     }
-    p.autogroup = cr_priority_raise_autogroup(levels, &p);
-    p.raised = cr_priority_changed(&p) || p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
+    p.autogroup = raise_autogroup(levels, lowest, &p);
     *ret = p;
     return 0;
 }

@@ -50,7 +50,6 @@ enum cr_priority_autogroup {
 };
 
 struct cr_priority {
-    bool raised;          /* something above changed */
     int nice;             /* the nice it was started with: its workers' */
     uint64_t slice_ns;    /* the slice it was started with (0: not reported, before 6.12) */
     int nice_now;         /* its nice now */
@@ -59,7 +58,7 @@ struct cr_priority {
     int slice_err;        /* why no slice could be set (errno), or 0 */
     enum cr_priority_autogroup autogroup;
     int autogroup_err;    /* errno, when FAILED */
-    int autogroup_nice;   /* the autogroup's nice now, when RAISED */
+    int autogroup_nice;   /* the autogroup's nice now when RAISED; the one tried when FAILED */
     bool autogroup_limited; /* RAISED, but only as far as RLIMIT_NICE allows */
     int policy;           /* the policy it was started with */
 };
@@ -69,6 +68,12 @@ struct cr_priority {
 static inline bool cr_priority_changed(const struct cr_priority *p)
 {
     return p->nice_now != p->nice || p->slice_now != p->slice_ns;
+}
+
+/* Whether anything was raised: corrald's own attributes or its autogroup. */
+static inline bool cr_priority_raised(const struct cr_priority *p)
+{
+    return cr_priority_changed(p) || p->autogroup == CR_PRIORITY_AUTOGROUP_RAISED;
 }
 
 /* The nice `levels` below base, no lower than -20. Pure. */
@@ -96,12 +101,12 @@ int cr_priority_parse_autogroup(const char *text, int *ret_nice);
  * (nothing changed). Never logs. */
 int cr_priority_raise(unsigned levels, struct cr_priority *ret);
 
-/* The autogroup step of cr_priority_raise alone, for a retry: without
- * CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms,
+/* Writes the autogroup nice cr_priority_raise tried again, for a retry:
+ * without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms,
  * machine-wide, and says EAGAIN (FAILED, autogroup_err) to corralds
- * starting together. Sets p's autogroup_* fields; returns the outcome
- * (the caller stores it in p->autogroup). Never sleeps, never logs. */
-enum cr_priority_autogroup cr_priority_raise_autogroup(unsigned levels, struct cr_priority *p);
+ * starting together. Sets autogroup_err; returns the outcome (the caller
+ * stores it in p->autogroup). Never sleeps, never logs. */
+enum cr_priority_autogroup cr_priority_retry_autogroup(struct cr_priority *p);
 
 /* Sets the calling thread's nice and slice (0: the kernel's default),
  * policy SCHED_OTHER. Async-signal-safe (between fork and exec). Returns

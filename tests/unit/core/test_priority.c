@@ -236,8 +236,8 @@ static void raise_and_give_back(void)
     CHECK((p.nice_err == 0) == (want == -8));
     /* 6.12 and later take the slice; older kernels report none. */
     CHECK(p.slice_now == CR_PRIORITY_SLICE_NS || p.slice_now == 0);
-    CHECK(p.raised == (p.nice_now != 2 || p.slice_now != p.slice_ns ||
-                       p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED));
+    CHECK(cr_priority_raised(&p) == (p.nice_now != 2 || p.slice_now != p.slice_ns ||
+                                     p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED));
     /* The test is not its session's leader: its autogroup is the
      * session's, and stays as it was. */
     CHECK(p.autogroup != CR_PRIORITY_AUTOGROUP_RAISED);
@@ -295,7 +295,7 @@ static void leader(void)
     }
     /* Wherever it is: what corrald says is what the kernel holds. */
     if (p.autogroup == CR_PRIORITY_AUTOGROUP_RAISED) {
-        CHECK(autogroup_nice() == p.autogroup_nice && p.raised);
+        CHECK(autogroup_nice() == p.autogroup_nice && cr_priority_raised(&p));
     } else {
         CHECK(p.autogroup != CR_PRIORITY_AUTOGROUP_OFF);
         CHECK(autogroup_nice() == before);
@@ -314,7 +314,7 @@ static void left_alone(void)
     struct sched_attr before = attr_now();
     struct cr_priority p;
     CHECK(cr_priority_raise(0, &p) == 0);
-    CHECK(!p.raised && !cr_priority_changed(&p));
+    CHECK(!cr_priority_raised(&p) && !cr_priority_changed(&p));
     struct sched_attr a = attr_now();
     CHECK(a.sched_nice == before.sched_nice && a.sched_runtime == before.sched_runtime);
 
@@ -323,7 +323,7 @@ static void left_alone(void)
     };
     CHECK(syscall(SYS_sched_setattr, 0, &batch, 0) == 0);
     CHECK(cr_priority_raise(10, &p) == 0);
-    CHECK(p.policy == SCHED_BATCH && !p.raised && !cr_priority_changed(&p));
+    CHECK(p.policy == SCHED_BATCH && !cr_priority_raised(&p) && !cr_priority_changed(&p));
     a = attr_now();
     CHECK(a.sched_policy == SCHED_BATCH && a.sched_nice == before.sched_nice);
 }
