@@ -1,5 +1,6 @@
 #include "priority.h"
 
+#include "priority_set.h"
 #include "textfile.h"
 
 #include <errno.h>

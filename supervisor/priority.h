@@ -107,8 +107,3 @@ int cr_priority_raise(unsigned levels, struct cr_priority *ret);
  * starting together. Sets autogroup_err; returns the outcome (the caller
  * stores it in p->autogroup). Never sleeps, never logs. */
 enum cr_priority_autogroup cr_priority_retry_autogroup(struct cr_priority *p);
-
-/* Sets the calling thread's nice and slice (0: the kernel's default),
- * policy SCHED_OTHER. Async-signal-safe (between fork and exec). Returns
- * 0 or an errno. */
-int cr_priority_set_self(int nice, uint64_t slice_ns);

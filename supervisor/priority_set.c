@@ -1,7 +1,7 @@
 /* cr_priority_set_self (priority.h) apart from the rest of the module:
  * corral-exec and the forked child need only this, not the /proc and
  * cgroup probing of a raise. */
-#include "priority.h"
+#include "priority_set.h"
 
 #include <errno.h>
 #include <linux/sched.h>

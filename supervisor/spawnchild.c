@@ -1,6 +1,6 @@
 #include "spawnchild.h"
 
-#include "priority.h"
+#include "priority_set.h"
 
 #include <errno.h>
 #include <grp.h>

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "priority.h"
+#include "priority_set.h"
 
 static void test_raised_nice(void **state)
 {
