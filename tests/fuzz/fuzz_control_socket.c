@@ -1,4 +1,4 @@
-/* The control socket's transport (supervisor/control.c) end to end: the
+/* The control socket's transport (supervisor/inputs/control.c) end to end: the
  * input is what a client writes on one connection to corrald's real
  * control socket (then it half-closes), on the same harmless supervisor as
  * fuzz_control.c. Reaches what the handler harness cannot: line framing

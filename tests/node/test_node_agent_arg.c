@@ -1,5 +1,5 @@
 /* When corrald preloads the Node.js agent, and with which path
- * (supervisor/node_agent.c). */
+ * (supervisor/host/node_agent.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

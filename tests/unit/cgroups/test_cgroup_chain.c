@@ -3,7 +3,7 @@
  * an enclosing group on v1 and v2, the host's root never does; and the
  * --no-cgroups reading: the counters of corrald's own group (the
  * namespace root) before and after an OOM at the container's limit,
- * assembled the way supervisor/cgsetup.c does, classify as
+ * assembled the way supervisor/host/cgsetup.c does, classify as
  * oom-ancestor-limit, never oom-system. Data: $CR_TEST_DATA/{ns,host}-v{1,2}. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* The default instance name (supervisor/instance.c). The values are pinned:
+/* The default instance name (supervisor/model/instance.c). The values are pinned:
  * a change of hash would give every running service a new instance name,
  * and a corrald restarted after a crash would no longer find its own stale
  * groups. */

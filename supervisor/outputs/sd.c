@@ -13,6 +13,7 @@
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "config.h"
 #include "events.h"
 #include "history.h"

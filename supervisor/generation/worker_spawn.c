@@ -18,6 +18,7 @@
 
 #include "cgprep.h"
 #include "cgsetup.h"
+#include "clock.h"
 #include "cr_config.h"
 #include "freeze.h"
 #include "internal.h"

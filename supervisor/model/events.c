@@ -16,8 +16,6 @@ int cr_events_subscribe(struct cr_events *bus, cr_event_fn fn, void *userdata)
 
 void cr_events_publish(const struct cr_events *bus, struct cr_event *ev)
 {
-    if (!ev->time_ms)
-        ev->time_ms = cr_wall_ms();
     for (unsigned i = 0; i < bus->n; i++)
         bus->sub[i].fn(bus->sub[i].userdata, ev);
 }

@@ -16,7 +16,6 @@
 
 #include <stdint.h>
 #include <sys/types.h>
-#include <time.h>
 
 #include "lifecycle.h"
 
@@ -79,15 +78,7 @@ struct cr_events {
  * -ENOSPC when the list is full. */
 int cr_events_subscribe(struct cr_events *bus, cr_event_fn fn, void *userdata);
 
-/* Calls every subscriber with ev. Stamps ev->time_ms when it is 0. */
+/* Calls every subscriber with ev (the publisher stamps ev->time_ms). */
 void cr_events_publish(const struct cr_events *bus, struct cr_event *ev);
 
 const char *cr_event_type_to_string(enum cr_event_type t);
-
-/* Wall-clock milliseconds (what events and reports carry). */
-static inline uint64_t cr_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cgsetup.h"
+#include "clock.h"
 #include "cr_config.h"
 #include "freeze.h"
 #include "history.h"

@@ -22,6 +22,7 @@
 
 #include "cgsetup.h"
 #include "cgprep.h"
+#include "clock.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
@@ -132,6 +133,8 @@ int cr_supervisor_subscribe(struct cr_supervisor *sup, cr_event_fn fn, void *use
 
 void cr_supervisor_publish(struct cr_supervisor *sup, struct cr_event *ev)
 {
+    if (!ev->time_ms)
+        ev->time_ms = cr_wall_ms();
     cr_events_publish(&sup->events, ev);
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cgsetup.h"
+#include "clock.h"
 #include "death.h"
 #include "history.h"
 #include "internal.h"

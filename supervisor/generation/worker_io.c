@@ -17,6 +17,7 @@
 #include "cr_cgroup.h"
 #include "internal.h"
 #include "log.h"
+#include "notify_socket.h"
 #include "ring.h"
 #include "spawnproc.h"
 #include "taskstats.h"
