@@ -18,7 +18,9 @@ ALL = ["heap-limit", "worker-oom", "container-oom", "container-oom-contained",
 
 def main(name):
     if name == "list":
-        out = subprocess.run([sys.executable, LAB, "--list"], capture_output=True, text=True,
+        # Run as a user runs it from the build tree: the file itself, not
+        # through python3 (it must be executable there, not only once installed).
+        out = subprocess.run([LAB, "--list"], capture_output=True, text=True,
                              check=True).stdout
         listed = [line.split()[0] for line in out.splitlines() if line.strip()]
         assert listed == ALL, listed
