@@ -15,20 +15,20 @@
 #include "units.h"
 
 enum opt_type {
-    OPT_UINT,     /* unsigned */
-    OPT_U64,      /* uint64_t count */
-    OPT_SIZE,     /* uint64_t bytes, K/M/G suffixes */
-    OPT_SOFT,     /* bytes or N% of memory_max */
-    OPT_MS,       /* uint64_t milliseconds; bare numbers are seconds */
-    OPT_MS_MS,    /* uint64_t milliseconds; bare numbers are milliseconds */
-    OPT_STR,      /* char * */
-    OPT_BOOL,     /* bool flag */
-    OPT_BALANCE,  /* enum cr_balance */
-    OPT_LEVEL,    /* log level name */
-    OPT_READY,    /* readiness mode: auto, notify, exec, delay:DURATION */
-    OPT_WORKERS,  /* a count, or "auto" (0: one per core) */
-    OPT_ENV,      /* char ** list of KEY=VALUE; repeatable, appends */
-    OPT_NAMES,    /* char ** list of variable names; repeatable, appends */
+    OPT_UINT,    /* unsigned */
+    OPT_U64,     /* uint64_t count */
+    OPT_SIZE,    /* uint64_t bytes, K/M/G suffixes */
+    OPT_SOFT,    /* bytes or N% of memory_max */
+    OPT_MS,      /* uint64_t milliseconds; bare numbers are seconds */
+    OPT_MS_MS,   /* uint64_t milliseconds; bare numbers are milliseconds */
+    OPT_STR,     /* char * */
+    OPT_BOOL,    /* bool flag */
+    OPT_BALANCE, /* enum cr_balance */
+    OPT_LEVEL,   /* log level name */
+    OPT_READY,   /* readiness mode: auto, notify, exec, delay:DURATION */
+    OPT_WORKERS, /* a count, or "auto" (0: one per core) */
+    OPT_ENV,     /* char ** list of KEY=VALUE; repeatable, appends */
+    OPT_NAMES,   /* char ** list of variable names; repeatable, appends */
 };
 
 struct opt {
@@ -37,7 +37,7 @@ struct opt {
     enum opt_type type;
     size_t offset;
     uint64_t min, max; /* numeric types: the inclusive range, in bytes, ms or units */
-    bool live;      /* may be changed at run time with `set` */
+    bool live;         /* may be changed at run time with `set` */
     const char *arg;
     const char *help;
 };
@@ -45,62 +45,346 @@ struct opt {
 #define OFF(f) offsetof(struct cr_config, f)
 
 /* Bounds that keep every later product and sum far from overflow. */
-#define CR_MAX_SIZE (1ull << 50)                  /* 1 PiB */
+#define CR_MAX_SIZE        (1ull << 50)           /* 1 PiB */
 #define CR_MAX_DURATION_MS (720ull * 3600 * 1000) /* 30 days */
-#define SZ 0, CR_MAX_SIZE
-#define DUR(min) (min), CR_MAX_DURATION_MS
+#define SZ                 .min = 0, .max = CR_MAX_SIZE
+#define DUR(lo)            .min = (lo), .max = CR_MAX_DURATION_MS
 
 static const struct opt opts[] = {
-    {"config", 'c', OPT_STR, OFF(config_file), 0, 0, false, "FILE", "JSON config file; flags win over it"},
-    {"workers", 'w', OPT_WORKERS, OFF(workers), 1, 4096, true, "N|auto", "worker processes; auto = one per core (default)"},
-    {"listen", 'l', OPT_STR, OFF(listen), 0, 0, false, "HOST:PORT", "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
-    {"balance", 0, OPT_BALANCE, OFF(balance), 0, 0, false, "MODE", "shared (one accept queue) or reuseport (a socket per worker)"},
-    {"control", 0, OPT_STR, OFF(control), 0, 0, false, "PATH", "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
-    {"control-group", 0, OPT_STR, OFF(control_group), 0, 0, false, "GROUP", "group owning the control socket; its members may use it"},
-    {"control-allow-uid", 0, OPT_STR, OFF(control_allow_uids), 0, 0, false, "UID[,UID]", "more uids allowed on the control socket"},
-    {"control-max-clients", 0, OPT_UINT, OFF(control_max_clients), 1, 4096, false, "N", "concurrent control clients (default 128)"},
-    {"control-idle-timeout", 0, OPT_MS, OFF(control_idle_ms), DUR(100), false, "SEC", "close a control client silent this long (default 60; events subscribers excepted)"},
-    {"metrics-listen", 0, OPT_STR, OFF(metrics_listen), 0, 0, false, "HOST:PORT", "serve Prometheus metrics over HTTP"},
-    {"ready", 0, OPT_READY, OFF(ready), 0, 0, true, "MODE", "when a worker is ready: notify (READY=1), exec, delay:DURATION, or auto: notify if it speaks the protocol, else after 1 s of silence (default auto)"},
-    {"start-timeout", 0, OPT_MS, OFF(start_timeout_ms), DUR(1), true, "SEC", "a worker that announces readiness and is not READY by then is killed (default 30)"},
-    {"min-uptime", 0, OPT_MS, OFF(min_uptime_ms), DUR(0), true, "SEC", "a death this long after ready is replaced at once and not counted as a crash (default 1)"},
-    {"stop-timeout", 0, OPT_MS, OFF(stop_timeout_ms), DUR(1), true, "SEC", "drain time before SIGKILL (default 10)"},
-    {"watchdog", 0, OPT_MS, OFF(watchdog_ms), DUR(0), true, "SEC", "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
-    {"hang-timeout", 0, OPT_MS, OFF(hang_timeout_ms), DUR(0), true, "SEC", "heartbeat silence that kills it; 0 = never (default 30)"},
-    {"backoff-initial", 0, OPT_MS_MS, OFF(backoff_initial_ms), DUR(1), true, "MS", "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at once)"},
-    {"backoff-max", 0, OPT_MS_MS, OFF(backoff_max_ms), DUR(0), true, "MS", "restart delay cap (default 10000)"},
-    {"backoff-reset", 0, OPT_MS, OFF(backoff_reset_ms), DUR(0), true, "SEC", "uptime that resets the backoff (default 30)"},
-    {"crash-budget", 0, OPT_UINT, OFF(crash_budget), 1, CR_RESTART_MAX_BUDGET, true, "N", "more than N deaths in the window marks a worker failed (default 5)"},
-    {"crash-window", 0, OPT_MS, OFF(crash_window_ms), DUR(0), true, "SEC", "window of the crash budget (default 30)"},
-    {"failed-retry", 0, OPT_MS, OFF(failed_retry_ms), DUR(0), true, "SEC", "longest retry period of a failed worker: 2 s, doubling to this (default 60)"},
-    {"threadpool", 0, OPT_UINT, OFF(threadpool), 0, 1024, true, "N", "UV_THREADPOOL_SIZE for workers (default: unset)"},
-    {"memory-max", 0, OPT_SIZE, OFF(memory_max), SZ, true, "SIZE", "per-worker cgroup hard limit (K/M/G/T)"},
-    {"memory-high", 0, OPT_SIZE, OFF(memory_high), SZ, true, "SIZE", "per-worker memory.high (cgroup v2)"},
-    {"memory-soft", 0, OPT_SOFT, OFF(memory_soft), SZ, true, "SIZE|N%", "recycle a worker above this for --soft-samples samples"},
-    {"soft-samples", 0, OPT_UINT, OFF(soft_samples), 1, 1000, true, "K", "consecutive samples above the soft limit (default 4)"},
-    {"heap-headroom", 0, OPT_UINT, OFF(heap_headroom_pct), 0, 90, true, "PCT", "heap limit = memory-max minus PCT% (default 25)"},
-    {"node-heap", 0, OPT_BOOL, OFF(node_heap), 0, 0, false, NULL, "add --max-old-space-size=<heap limit MB> to a node worker"},
-    {"node-agent", 0, OPT_BOOL, OFF(node_agent), 0, 0, false, NULL, "preload corral-node-agent.js into a node worker: READY and reports from an unmodified app (implied by --node-heap when installed)"},
-    {"cgroup-parent", 0, OPT_STR, OFF(cgroup_parent), 0, 0, false, "REL", "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made (default: corrald's own)"},
-    {"instance", 0, OPT_STR, OFF(instance), 0, 0, false, "NAME", "name of this corrald's worker subtree, one live corrald each (letters, digits, - and _, up to 64; default: a hash of the control path)"},
-    {"no-cgroups", 0, OPT_BOOL, OFF(no_cgroups), 0, 0, false, NULL, "run without per-worker cgroups"},
-    {"sample-interval", 0, OPT_MS_MS, OFF(sample_interval_ms), DUR(10), true, "MS", "memory sample period (default 250)"},
-    {"pss", 0, OPT_BOOL, OFF(pss), 0, 0, true, NULL, "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
-    {"sample-ring", 0, OPT_UINT, OFF(sample_ring), 8, 100000, false, "N", "samples kept per worker (default 240)"},
-    {"history", 0, OPT_UINT, OFF(history), 1, CR_HISTORY_MAX_CAPACITY, false, "N", "death records kept (default 256)"},
-    {"max-requests", 0, OPT_U64, OFF(max_requests), 0, 1000000000000000ull, true, "N", "recycle a worker after N requests; 0 = never"},
-    {"max-requests-jitter", 0, OPT_U64, OFF(max_requests_jitter), 0, 1000000000000ull, true, "N", "random 0..N added to --max-requests per worker"},
-    {"max-lifetime", 0, OPT_MS, OFF(max_lifetime_ms), DUR(0), true, "SEC", "recycle a worker after this uptime; 0 = never"},
-    {"spares", 0, OPT_UINT, OFF(spares), 0, 64, true, "N", "warm spares kept ready and frozen; one takes a dead worker's slot at once (default 0; not with reuseport)"},
-    {"no-exit-notice", 0, OPT_BOOL, OFF(no_exit_notice), 0, 0, false, NULL, "with spares: promote one when a worker is reaped, not on the kernel's exit notice (taskstats; needs CAP_NET_ADMIN), which comes before the kernel frees the dead worker's memory"},
-    {"recycle-parallel", 0, OPT_UINT, OFF(recycle_parallel), 1, 4096, true, "N", "workers recycled at once (default 1)"},
-    {"spawn-parallel", 0, OPT_UINT, OFF(spawn_parallel), 0, 4096, true, "N", "most workers starting (forked, not yet READY) at once, fewer while the loop's turns run long, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
-    {"priority-boost", 0, OPT_UINT, OFF(priority_boost), 0, 39, false, "N", "corrald runs N nice levels above its workers, with a short scheduler slice, so that it answers while they start; 0 = as started (default 10; the nice needs CAP_SYS_NICE, see docs/reliability.md)"},
-    {"user", 0, OPT_STR, OFF(user), 0, 0, false, "USER", "run workers as this user (name or uid), after their cgroup is set up; needs root"},
-    {"group", 0, OPT_STR, OFF(group), 0, 0, false, "GROUP", "run workers with this group (default: --user's primary group); supplementary groups are cleared"},
-    {"env", 0, OPT_ENV, OFF(env), 0, 0, false, "KEY=VALUE", "set a variable for workers (repeatable)"},
-    {"pass-env", 0, OPT_NAMES, OFF(pass_env), 0, 0, false, "KEY", "pass only these variables of corrald's environment (repeatable; default: all but a deny-list, see docs/reliability.md)"},
-    {"log-level", 0, OPT_LEVEL, OFF(log_level), 0, 0, true, "LEVEL", "debug, info, notice, warning or err (default info)"},
+    {.name = "config",
+     .short_name = 'c',
+     .type = OPT_STR,
+     .offset = OFF(config_file),
+     .arg = "FILE",
+     .help = "JSON config file; flags win over it"},
+    {.name = "workers",
+     .short_name = 'w',
+     .type = OPT_WORKERS,
+     .offset = OFF(workers),
+     .min = 1,
+     .max = 4096,
+     .live = true,
+     .arg = "N|auto",
+     .help = "worker processes; auto = one per core (default)"},
+    {.name = "listen",
+     .short_name = 'l',
+     .type = OPT_STR,
+     .offset = OFF(listen),
+     .arg = "HOST:PORT",
+     .help = "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
+    {.name = "balance",
+     .type = OPT_BALANCE,
+     .offset = OFF(balance),
+     .arg = "MODE",
+     .help = "shared (one accept queue) or reuseport (a socket per worker)"},
+    {.name = "control",
+     .type = OPT_STR,
+     .offset = OFF(control),
+     .arg = "PATH",
+     .help = "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
+    {.name = "control-group",
+     .type = OPT_STR,
+     .offset = OFF(control_group),
+     .arg = "GROUP",
+     .help = "group owning the control socket; its members may use it"},
+    {.name = "control-allow-uid",
+     .type = OPT_STR,
+     .offset = OFF(control_allow_uids),
+     .arg = "UID[,UID]",
+     .help = "more uids allowed on the control socket"},
+    {.name = "control-max-clients",
+     .type = OPT_UINT,
+     .offset = OFF(control_max_clients),
+     .min = 1,
+     .max = 4096,
+     .arg = "N",
+     .help = "concurrent control clients (default 128)"},
+    {.name = "control-idle-timeout",
+     .type = OPT_MS,
+     .offset = OFF(control_idle_ms),
+     DUR(100),
+     .arg = "SEC",
+     .help = "close a control client silent this long (default 60; events subscribers excepted)"},
+    {.name = "metrics-listen",
+     .type = OPT_STR,
+     .offset = OFF(metrics_listen),
+     .arg = "HOST:PORT",
+     .help = "serve Prometheus metrics over HTTP"},
+    {.name = "ready",
+     .type = OPT_READY,
+     .offset = OFF(ready),
+     .live = true,
+     .arg = "MODE",
+     .help = "when a worker is ready: notify (READY=1), exec, delay:DURATION, or auto: notify if "
+             "it speaks the protocol, else after 1 s of silence (default auto)"},
+    {.name = "start-timeout",
+     .type = OPT_MS,
+     .offset = OFF(start_timeout_ms),
+     DUR(1),
+     .live = true,
+     .arg = "SEC",
+     .help = "a worker that announces readiness and is not READY by then is killed (default 30)"},
+    {.name = "min-uptime",
+     .type = OPT_MS,
+     .offset = OFF(min_uptime_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "a death this long after ready is replaced at once and not counted as a crash "
+             "(default 1)"},
+    {.name = "stop-timeout",
+     .type = OPT_MS,
+     .offset = OFF(stop_timeout_ms),
+     DUR(1),
+     .live = true,
+     .arg = "SEC",
+     .help = "drain time before SIGKILL (default 10)"},
+    {.name = "watchdog",
+     .type = OPT_MS,
+     .offset = OFF(watchdog_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
+    {.name = "hang-timeout",
+     .type = OPT_MS,
+     .offset = OFF(hang_timeout_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "heartbeat silence that kills it; 0 = never (default 30)"},
+    {.name = "backoff-initial",
+     .type = OPT_MS_MS,
+     .offset = OFF(backoff_initial_ms),
+     DUR(1),
+     .live = true,
+     .arg = "MS",
+     .help = "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at "
+             "once)"},
+    {.name = "backoff-max",
+     .type = OPT_MS_MS,
+     .offset = OFF(backoff_max_ms),
+     DUR(0),
+     .live = true,
+     .arg = "MS",
+     .help = "restart delay cap (default 10000)"},
+    {.name = "backoff-reset",
+     .type = OPT_MS,
+     .offset = OFF(backoff_reset_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "uptime that resets the backoff (default 30)"},
+    {.name = "crash-budget",
+     .type = OPT_UINT,
+     .offset = OFF(crash_budget),
+     .min = 1,
+     .max = CR_RESTART_MAX_BUDGET,
+     .live = true,
+     .arg = "N",
+     .help = "more than N deaths in the window marks a worker failed (default 5)"},
+    {.name = "crash-window",
+     .type = OPT_MS,
+     .offset = OFF(crash_window_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "window of the crash budget (default 30)"},
+    {.name = "failed-retry",
+     .type = OPT_MS,
+     .offset = OFF(failed_retry_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "longest retry period of a failed worker: 2 s, doubling to this (default 60)"},
+    {.name = "threadpool",
+     .type = OPT_UINT,
+     .offset = OFF(threadpool),
+     .min = 0,
+     .max = 1024,
+     .live = true,
+     .arg = "N",
+     .help = "UV_THREADPOOL_SIZE for workers (default: unset)"},
+    {.name = "memory-max",
+     .type = OPT_SIZE,
+     .offset = OFF(memory_max),
+     SZ,
+     .live = true,
+     .arg = "SIZE",
+     .help = "per-worker cgroup hard limit (K/M/G/T)"},
+    {.name = "memory-high",
+     .type = OPT_SIZE,
+     .offset = OFF(memory_high),
+     SZ,
+     .live = true,
+     .arg = "SIZE",
+     .help = "per-worker memory.high (cgroup v2)"},
+    {.name = "memory-soft",
+     .type = OPT_SOFT,
+     .offset = OFF(memory_soft),
+     SZ,
+     .live = true,
+     .arg = "SIZE|N%",
+     .help = "recycle a worker above this for --soft-samples samples"},
+    {.name = "soft-samples",
+     .type = OPT_UINT,
+     .offset = OFF(soft_samples),
+     .min = 1,
+     .max = 1000,
+     .live = true,
+     .arg = "K",
+     .help = "consecutive samples above the soft limit (default 4)"},
+    {.name = "heap-headroom",
+     .type = OPT_UINT,
+     .offset = OFF(heap_headroom_pct),
+     .min = 0,
+     .max = 90,
+     .live = true,
+     .arg = "PCT",
+     .help = "heap limit = memory-max minus PCT% (default 25)"},
+    {.name = "node-heap",
+     .type = OPT_BOOL,
+     .offset = OFF(node_heap),
+     .help = "add --max-old-space-size=<heap limit MB> to a node worker"},
+    {.name = "node-agent",
+     .type = OPT_BOOL,
+     .offset = OFF(node_agent),
+     .help = "preload corral-node-agent.js into a node worker: READY and reports from an "
+             "unmodified app (implied by --node-heap when installed)"},
+    {.name = "cgroup-parent",
+     .type = OPT_STR,
+     .offset = OFF(cgroup_parent),
+     .arg = "REL",
+     .help = "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made (default: corrald's own)"},
+    {.name = "instance",
+     .type = OPT_STR,
+     .offset = OFF(instance),
+     .arg = "NAME",
+     .help = "name of this corrald's worker subtree, one live corrald each (letters, digits, - and "
+             "_, up to 64; default: a hash of the control path)"},
+    {.name = "no-cgroups",
+     .type = OPT_BOOL,
+     .offset = OFF(no_cgroups),
+     .help = "run without per-worker cgroups"},
+    {.name = "sample-interval",
+     .type = OPT_MS_MS,
+     .offset = OFF(sample_interval_ms),
+     DUR(10),
+     .live = true,
+     .arg = "MS",
+     .help = "memory sample period (default 250)"},
+    {.name = "pss",
+     .type = OPT_BOOL,
+     .offset = OFF(pss),
+     .live = true,
+     .help =
+         "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
+    {.name = "sample-ring",
+     .type = OPT_UINT,
+     .offset = OFF(sample_ring),
+     .min = 8,
+     .max = 100000,
+     .arg = "N",
+     .help = "samples kept per worker (default 240)"},
+    {.name = "history",
+     .type = OPT_UINT,
+     .offset = OFF(history),
+     .min = 1,
+     .max = CR_HISTORY_MAX_CAPACITY,
+     .arg = "N",
+     .help = "death records kept (default 256)"},
+    {.name = "max-requests",
+     .type = OPT_U64,
+     .offset = OFF(max_requests),
+     .min = 0,
+     .max = 1000000000000000ull,
+     .live = true,
+     .arg = "N",
+     .help = "recycle a worker after N requests; 0 = never"},
+    {.name = "max-requests-jitter",
+     .type = OPT_U64,
+     .offset = OFF(max_requests_jitter),
+     .min = 0,
+     .max = 1000000000000ull,
+     .live = true,
+     .arg = "N",
+     .help = "random 0..N added to --max-requests per worker"},
+    {.name = "max-lifetime",
+     .type = OPT_MS,
+     .offset = OFF(max_lifetime_ms),
+     DUR(0),
+     .live = true,
+     .arg = "SEC",
+     .help = "recycle a worker after this uptime; 0 = never"},
+    {.name = "spares",
+     .type = OPT_UINT,
+     .offset = OFF(spares),
+     .min = 0,
+     .max = 64,
+     .live = true,
+     .arg = "N",
+     .help = "warm spares kept ready and frozen; one takes a dead worker's slot at once (default "
+             "0; not with reuseport)"},
+    {.name = "no-exit-notice",
+     .type = OPT_BOOL,
+     .offset = OFF(no_exit_notice),
+     .help = "with spares: promote one when a worker is reaped, not on the kernel's exit notice "
+             "(taskstats; needs CAP_NET_ADMIN), which comes before the kernel frees the dead "
+             "worker's memory"},
+    {.name = "recycle-parallel",
+     .type = OPT_UINT,
+     .offset = OFF(recycle_parallel),
+     .min = 1,
+     .max = 4096,
+     .live = true,
+     .arg = "N",
+     .help = "workers recycled at once (default 1)"},
+    {.name = "spawn-parallel",
+     .type = OPT_UINT,
+     .offset = OFF(spawn_parallel),
+     .min = 0,
+     .max = 4096,
+     .live = true,
+     .arg = "N",
+     .help = "most workers starting (forked, not yet READY) at once, fewer while the loop's turns "
+             "run long, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
+    {.name = "priority-boost",
+     .type = OPT_UINT,
+     .offset = OFF(priority_boost),
+     .min = 0,
+     .max = 39,
+     .arg = "N",
+     .help = "corrald runs N nice levels above its workers, with a short scheduler slice, so that "
+             "it answers while they start; 0 = as started (default 10; the nice needs "
+             "CAP_SYS_NICE, see docs/reliability.md)"},
+    {.name = "user",
+     .type = OPT_STR,
+     .offset = OFF(user),
+     .arg = "USER",
+     .help = "run workers as this user (name or uid), after their cgroup is set up; needs root"},
+    {.name = "group",
+     .type = OPT_STR,
+     .offset = OFF(group),
+     .arg = "GROUP",
+     .help = "run workers with this group (default: --user's primary group); supplementary groups "
+             "are cleared"},
+    {.name = "env",
+     .type = OPT_ENV,
+     .offset = OFF(env),
+     .arg = "KEY=VALUE",
+     .help = "set a variable for workers (repeatable)"},
+    {.name = "pass-env",
+     .type = OPT_NAMES,
+     .offset = OFF(pass_env),
+     .arg = "KEY",
+     .help = "pass only these variables of corrald's environment (repeatable; default: all but a "
+             "deny-list, see docs/reliability.md)"},
+    {.name = "log-level",
+     .type = OPT_LEVEL,
+     .offset = OFF(log_level),
+     .live = true,
+     .arg = "LEVEL",
+     .help = "debug, info, notice, warning or err (default info)"},
 };
 
 static const char *const balance_names[_CR_BALANCE_MAX] = {
@@ -130,7 +414,6 @@ const char *cr_ready_to_string(enum cr_ready_mode m, uint64_t delay_ms, char *bu
         snprintf(buf, len, "%s", m < _CR_READY_MAX ? ready_names[m] : "?");
     return buf;
 }
-
 
 void cr_config_init(struct cr_config *cfg)
 {
@@ -236,7 +519,8 @@ static enum cr_units_kind kind_of(const struct opt *o)
 
 static bool numeric(const struct opt *o)
 {
-    return o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_U64 || kind_of(o) != CR_UNITS_NUMBER;
+    return o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_U64 ||
+           kind_of(o) != CR_UNITS_NUMBER;
 }
 
 /* Parses a numeric option's value within its range; the message is the
@@ -400,8 +684,10 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
                 if (strcmp(value, level_names[i]) == 0)
                     break;
             if (i == n)
-                return fail(err, errlen, "--%s: '%s' is not one of debug, info, notice, "
-                                         "warning, err", o->name, value);
+                return fail(err, errlen,
+                            "--%s: '%s' is not one of debug, info, notice, "
+                            "warning, err",
+                            o->name, value);
         }
         char *copy = strdup(value);
         if (!copy)
@@ -413,8 +699,7 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     case OPT_BOOL:
         if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0 || strcmp(value, "yes") == 0)
             *(bool *)field = true;
-        else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0 ||
-                 strcmp(value, "no") == 0)
+        else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0 || strcmp(value, "no") == 0)
             *(bool *)field = false;
         else
             return fail(err, errlen, "--%s: '%s' is not true or false", o->name, value);
@@ -463,8 +748,8 @@ static int set_argv(struct cr_config *cfg, int argc, char **argv)
     return 0;
 }
 
-int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret_action,
-                         char *err, size_t errlen)
+int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret_action, char *err,
+                         size_t errlen)
 {
     *ret_action = 0;
     for (int i = 1; i < argc; i++) {
@@ -566,16 +851,18 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
         goto out;
     }
     const cJSON *item;
-    cJSON_ArrayForEach(item, root) {
+    cJSON_ArrayForEach(item, root)
+    {
         const struct opt *lo = find_opt(item->string, strlen(item->string));
         if (strcmp(item->string, "command") == 0) {
             r = json_command(cfg, item, err, errlen);
         } else if (lo && is_list(lo) && cJSON_IsArray(item)) {
             const cJSON *e;
-            cJSON_ArrayForEach(e, item) {
-                r = cJSON_IsString(e) ? set_value(cfg, lo, e->valuestring, err, errlen)
-                                      : fail(err, errlen, "config key '%s': expected strings",
-                                             item->string);
+            cJSON_ArrayForEach(e, item)
+            {
+                r = cJSON_IsString(e)
+                        ? set_value(cfg, lo, e->valuestring, err, errlen)
+                        : fail(err, errlen, "config key '%s': expected strings", item->string);
                 if (r < 0)
                     break;
             }
@@ -658,8 +945,7 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
         return r;
     if (cfg->memory_soft_pct) {
         if (!cfg->memory_max)
-            return fail(err, errlen, "--memory-soft %u%% needs --memory-max",
-                        cfg->memory_soft_pct);
+            return fail(err, errlen, "--memory-soft %u%% needs --memory-max", cfg->memory_soft_pct);
         cfg->memory_soft = cfg->memory_max / 100 * cfg->memory_soft_pct;
     }
     if (cfg->memory_max && cfg->memory_max < (4u << 20))
@@ -674,8 +960,9 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
     /* With reuseport the kernel hashes connections onto every socket of
      * the group, a frozen spare's too, where they would wait unanswered. */
     if (cfg->spares && cfg->balance == CR_BALANCE_REUSEPORT)
-        return fail(err, errlen, "--spares needs --balance shared: with reuseport a frozen "
-                                 "spare's own socket would be handed connections it cannot accept");
+        return fail(err, errlen,
+                    "--spares needs --balance shared: with reuseport a frozen "
+                    "spare's own socket would be handed connections it cannot accept");
     if (cfg->backoff_max_ms < cfg->backoff_initial_ms)
         return fail(err, errlen, "--backoff-max must be at least --backoff-initial");
     if (cfg->instance && !instance_valid(cfg->instance))
@@ -693,16 +980,17 @@ uint64_t cr_config_heap_limit(const struct cr_config *cfg)
 
 void cr_config_usage(FILE *f, const char *prog)
 {
-    fprintf(f, "Usage: %s [OPTION]... [-- PROGRAM [ARG]...]\n"
-               "Supervise N pre-forked workers that serve one listening socket.\n"
-               "PROGRAM defaults to the reference worker, corral-worker.\n\n",
+    fprintf(f,
+            "Usage: %s [OPTION]... [-- PROGRAM [ARG]...]\n"
+            "Supervise N pre-forked workers that serve one listening socket.\n"
+            "PROGRAM defaults to the reference worker, corral-worker.\n\n",
             prog);
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
         char left[64];
         const struct opt *o = &opts[i];
         if (o->short_name)
-            snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
-                     o->arg ? " " : "", o->arg ? o->arg : "");
+            snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
         else
             snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
@@ -754,9 +1042,9 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
             break;
         case OPT_READY: {
             char buf[48];
-            cJSON_AddStringToObject(obj, o->name,
-                                    cr_ready_to_string(cfg->ready, cfg->ready_delay_ms, buf,
-                                                       sizeof(buf)));
+            cJSON_AddStringToObject(
+                obj, o->name,
+                cr_ready_to_string(cfg->ready, cfg->ready_delay_ms, buf, sizeof(buf)));
             break;
         }
         case OPT_WORKERS:
