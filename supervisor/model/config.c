@@ -39,6 +39,17 @@ struct opt {
     uint64_t min, max; /* numeric types: the inclusive range, in bytes, ms or units */
     bool live;         /* may be changed at run time with `set` */
     const char *arg;
+    /* The default in the user's own syntax ("10", "auto", "127.0.0.1:8080"),
+     * read by the same parser as a flag's value; NULL: the field stays zero,
+     * nothing set. Stated here once: cr_config_init() fills the struct from
+     * it, --help prints it, tests/unit/core/test_defaults.py checks README.md
+     * and the man page against --help. */
+    const char *def;
+    /* What the default means where the value alone does not say it: one
+     * resolved at run time ("one per core" for auto) or, without a def, what
+     * happens when the option is not given ("corrald's own"). No ';' nor
+     * ')': the docs quote it inside "(default ...)". */
+    const char *note;
     const char *help;
 };
 
@@ -65,23 +76,28 @@ static const struct opt opts[] = {
      .max = 4096,
      .live = true,
      .arg = "N|auto",
-     .help = "worker processes; auto = one per core (default)"},
+     .def = "auto",
+     .note = "one per core",
+     .help = "worker processes"},
     {.name = "listen",
      .short_name = 'l',
      .type = OPT_STR,
      .offset = OFF(listen),
      .arg = "HOST:PORT",
-     .help = "TCP address to serve (default 127.0.0.1:8080; ignored under socket activation)"},
+     .def = "127.0.0.1:8080",
+     .help = "TCP address to serve; ignored under socket activation"},
     {.name = "balance",
      .type = OPT_BALANCE,
      .offset = OFF(balance),
      .arg = "MODE",
+     .def = "shared",
      .help = "shared (one accept queue) or reuseport (a socket per worker)"},
     {.name = "control",
      .type = OPT_STR,
      .offset = OFF(control),
      .arg = "PATH",
-     .help = "control socket (default $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)"},
+     .note = "$RUNTIME_DIRECTORY/control.sock, else ./corral.sock",
+     .help = "control socket"},
     {.name = "control-group",
      .type = OPT_STR,
      .offset = OFF(control_group),
@@ -98,13 +114,15 @@ static const struct opt opts[] = {
      .min = 1,
      .max = 4096,
      .arg = "N",
-     .help = "concurrent control clients (default 128)"},
+     .def = "128",
+     .help = "concurrent control clients"},
     {.name = "control-idle-timeout",
      .type = OPT_MS,
      .offset = OFF(control_idle_ms),
      DUR(100),
      .arg = "SEC",
-     .help = "close a control client silent this long (default 60; events subscribers excepted)"},
+     .def = "60",
+     .help = "close a control client silent this long (events subscribers excepted)"},
     {.name = "metrics-listen",
      .type = OPT_STR,
      .offset = OFF(metrics_listen),
@@ -115,66 +133,73 @@ static const struct opt opts[] = {
      .offset = OFF(ready),
      .live = true,
      .arg = "MODE",
+     .def = "auto",
      .help = "when a worker is ready: notify (READY=1), exec, delay:DURATION, or auto: notify if "
-             "it speaks the protocol, else after 1 s of silence (default auto)"},
+             "it speaks the protocol, else after 1 s of silence"},
     {.name = "start-timeout",
      .type = OPT_MS,
      .offset = OFF(start_timeout_ms),
      DUR(1),
      .live = true,
      .arg = "SEC",
-     .help = "a worker that announces readiness and is not READY by then is killed (default 30)"},
+     .def = "30",
+     .help = "a worker that announces readiness and is not READY by then is killed"},
     {.name = "min-uptime",
      .type = OPT_MS,
      .offset = OFF(min_uptime_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "a death this long after ready is replaced at once and not counted as a crash "
-             "(default 1)"},
+     .def = "1",
+     .help = "a death this long after ready is replaced at once and not counted as a crash"},
     {.name = "stop-timeout",
      .type = OPT_MS,
      .offset = OFF(stop_timeout_ms),
      DUR(1),
      .live = true,
      .arg = "SEC",
-     .help = "drain time before SIGKILL (default 10)"},
+     .def = "10",
+     .help = "drain time before SIGKILL"},
     {.name = "watchdog",
      .type = OPT_MS,
      .offset = OFF(watchdog_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "heartbeat silence that flags a worker blocked; 0 = off (default 5)"},
+     .def = "5",
+     .help = "heartbeat silence that flags a worker blocked; 0 = off"},
     {.name = "hang-timeout",
      .type = OPT_MS,
      .offset = OFF(hang_timeout_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "heartbeat silence that kills it; 0 = never (default 30)"},
+     .def = "30",
+     .help = "heartbeat silence that kills it; 0 = never"},
     {.name = "backoff-initial",
      .type = OPT_MS_MS,
      .offset = OFF(backoff_initial_ms),
      DUR(1),
      .live = true,
      .arg = "MS",
-     .help = "delay before the 2nd consecutive restart, doubling after (default 100; the 1st is at "
-             "once)"},
+     .def = "100",
+     .help = "delay before the 2nd consecutive restart, doubling after (the 1st is at once)"},
     {.name = "backoff-max",
      .type = OPT_MS_MS,
      .offset = OFF(backoff_max_ms),
      DUR(0),
      .live = true,
      .arg = "MS",
-     .help = "restart delay cap (default 10000)"},
+     .def = "10000",
+     .help = "restart delay cap"},
     {.name = "backoff-reset",
      .type = OPT_MS,
      .offset = OFF(backoff_reset_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "uptime that resets the backoff (default 30)"},
+     .def = "30",
+     .help = "uptime that resets the backoff"},
     {.name = "crash-budget",
      .type = OPT_UINT,
      .offset = OFF(crash_budget),
@@ -182,21 +207,24 @@ static const struct opt opts[] = {
      .max = CR_RESTART_MAX_BUDGET,
      .live = true,
      .arg = "N",
-     .help = "more than N deaths in the window marks a worker failed (default 5)"},
+     .def = "5",
+     .help = "more than N deaths in the window marks a worker failed"},
     {.name = "crash-window",
      .type = OPT_MS,
      .offset = OFF(crash_window_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "window of the crash budget (default 30)"},
+     .def = "30",
+     .help = "window of the crash budget"},
     {.name = "failed-retry",
      .type = OPT_MS,
      .offset = OFF(failed_retry_ms),
      DUR(0),
      .live = true,
      .arg = "SEC",
-     .help = "longest retry period of a failed worker: 2 s, doubling to this (default 60)"},
+     .def = "60",
+     .help = "longest retry period of a failed worker: 2 s, doubling to this"},
     {.name = "threadpool",
      .type = OPT_UINT,
      .offset = OFF(threadpool),
@@ -204,7 +232,8 @@ static const struct opt opts[] = {
      .max = 1024,
      .live = true,
      .arg = "N",
-     .help = "UV_THREADPOOL_SIZE for workers (default: unset)"},
+     .note = "unset",
+     .help = "UV_THREADPOOL_SIZE for workers"},
     {.name = "memory-max",
      .type = OPT_SIZE,
      .offset = OFF(memory_max),
@@ -233,7 +262,8 @@ static const struct opt opts[] = {
      .max = 1000,
      .live = true,
      .arg = "K",
-     .help = "consecutive samples above the soft limit (default 4)"},
+     .def = "4",
+     .help = "consecutive samples above the soft limit"},
     {.name = "heap-headroom",
      .type = OPT_UINT,
      .offset = OFF(heap_headroom_pct),
@@ -241,7 +271,8 @@ static const struct opt opts[] = {
      .max = 90,
      .live = true,
      .arg = "PCT",
-     .help = "heap limit = memory-max minus PCT% (default 25)"},
+     .def = "25",
+     .help = "heap limit = memory-max minus PCT%"},
     {.name = "node-heap",
      .type = OPT_BOOL,
      .offset = OFF(node_heap),
@@ -249,19 +280,22 @@ static const struct opt opts[] = {
     {.name = "node-agent",
      .type = OPT_BOOL,
      .offset = OFF(node_agent),
+     .note = "with --node-heap when the agent is installed",
      .help = "preload corral-node-agent.js into a node worker: READY and reports from an "
-             "unmodified app (implied by --node-heap when installed)"},
+             "unmodified app"},
     {.name = "cgroup-parent",
      .type = OPT_STR,
      .offset = OFF(cgroup_parent),
      .arg = "REL",
-     .help = "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made (default: corrald's own)"},
+     .note = "corrald's own",
+     .help = "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made"},
     {.name = "instance",
      .type = OPT_STR,
      .offset = OFF(instance),
      .arg = "NAME",
+     .note = "a hash of the control path",
      .help = "name of this corrald's worker subtree, one live corrald each (letters, digits, - and "
-             "_, up to 64; default: a hash of the control path)"},
+             "_, up to 64)"},
     {.name = "no-cgroups",
      .type = OPT_BOOL,
      .offset = OFF(no_cgroups),
@@ -272,7 +306,8 @@ static const struct opt opts[] = {
      DUR(10),
      .live = true,
      .arg = "MS",
-     .help = "memory sample period (default 250)"},
+     .def = "250",
+     .help = "memory sample period"},
     {.name = "pss",
      .type = OPT_BOOL,
      .offset = OFF(pss),
@@ -285,14 +320,16 @@ static const struct opt opts[] = {
      .min = 8,
      .max = 100000,
      .arg = "N",
-     .help = "samples kept per worker (default 240)"},
+     .def = "240",
+     .help = "samples kept per worker"},
     {.name = "history",
      .type = OPT_UINT,
      .offset = OFF(history),
      .min = 1,
      .max = CR_HISTORY_MAX_CAPACITY,
      .arg = "N",
-     .help = "death records kept (default 256)"},
+     .def = "256",
+     .help = "death records kept"},
     {.name = "max-requests",
      .type = OPT_U64,
      .offset = OFF(max_requests),
@@ -300,6 +337,7 @@ static const struct opt opts[] = {
      .max = 1000000000000000ull,
      .live = true,
      .arg = "N",
+     .note = "off",
      .help = "recycle a worker after N requests; 0 = never"},
     {.name = "max-requests-jitter",
      .type = OPT_U64,
@@ -308,6 +346,7 @@ static const struct opt opts[] = {
      .max = 1000000000000ull,
      .live = true,
      .arg = "N",
+     .def = "0",
      .help = "random 0..N added to --max-requests per worker"},
     {.name = "max-lifetime",
      .type = OPT_MS,
@@ -315,6 +354,7 @@ static const struct opt opts[] = {
      DUR(0),
      .live = true,
      .arg = "SEC",
+     .note = "off",
      .help = "recycle a worker after this uptime; 0 = never"},
     {.name = "spares",
      .type = OPT_UINT,
@@ -323,8 +363,9 @@ static const struct opt opts[] = {
      .max = 64,
      .live = true,
      .arg = "N",
-     .help = "warm spares kept ready and frozen; one takes a dead worker's slot at once (default "
-             "0; not with reuseport)"},
+     .def = "0",
+     .help = "warm spares kept ready and frozen; one takes a dead worker's slot at once (not with "
+             "reuseport)"},
     {.name = "no-exit-notice",
      .type = OPT_BOOL,
      .offset = OFF(no_exit_notice),
@@ -338,7 +379,8 @@ static const struct opt opts[] = {
      .max = 4096,
      .live = true,
      .arg = "N",
-     .help = "workers recycled at once (default 1)"},
+     .def = "1",
+     .help = "workers recycled at once"},
     {.name = "spawn-parallel",
      .type = OPT_UINT,
      .offset = OFF(spawn_parallel),
@@ -346,28 +388,32 @@ static const struct opt opts[] = {
      .max = 4096,
      .live = true,
      .arg = "N",
+     .def = "0",
+     .note = "twice the cores, at least 4",
      .help = "most workers starting (forked, not yet READY) at once, fewer while the loop's turns "
-             "run long, the rest queued; 0 = twice the cores, at least 4 (default 0)"},
+             "run long, the rest queued"},
     {.name = "priority-boost",
      .type = OPT_UINT,
      .offset = OFF(priority_boost),
      .min = 0,
      .max = 39,
      .arg = "N",
+     .def = "10",
      .help = "corrald runs N nice levels above its workers, with a short scheduler slice, so that "
-             "it answers while they start; 0 = as started (default 10; the nice needs "
-             "CAP_SYS_NICE, see docs/reliability.md)"},
+             "it answers while they start; 0 = as started (the nice needs CAP_SYS_NICE, see "
+             "docs/reliability.md)"},
     {.name = "user",
      .type = OPT_STR,
      .offset = OFF(user),
      .arg = "USER",
+     .note = "corrald's own",
      .help = "run workers as this user (name or uid), after their cgroup is set up; needs root"},
     {.name = "group",
      .type = OPT_STR,
      .offset = OFF(group),
      .arg = "GROUP",
-     .help = "run workers with this group (default: --user's primary group); supplementary groups "
-             "are cleared"},
+     .note = "--user's primary group",
+     .help = "run workers with this group; supplementary groups are cleared"},
     {.name = "env",
      .type = OPT_ENV,
      .offset = OFF(env),
@@ -377,15 +423,19 @@ static const struct opt opts[] = {
      .type = OPT_NAMES,
      .offset = OFF(pass_env),
      .arg = "KEY",
-     .help = "pass only these variables of corrald's environment (repeatable; default: all but a "
-             "deny-list, see docs/reliability.md)"},
+     .note = "all but a deny-list",
+     .help = "pass only these variables of corrald's environment (repeatable; see "
+             "docs/reliability.md)"},
     {.name = "log-level",
      .type = OPT_LEVEL,
      .offset = OFF(log_level),
      .live = true,
      .arg = "LEVEL",
-     .help = "debug, info, notice, warning or err (default info)"},
+     .def = "info",
+     .help = "debug, info, notice, warning or err"},
 };
+
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
 static const char *const balance_names[_CR_BALANCE_MAX] = {
     [CR_BALANCE_SHARED] = "shared",
@@ -415,34 +465,6 @@ const char *cr_ready_to_string(enum cr_ready_mode m, uint64_t delay_ms, char *bu
     return buf;
 }
 
-void cr_config_init(struct cr_config *cfg)
-{
-    *cfg = (struct cr_config){
-        .listen = strdup("127.0.0.1:8080"),
-        .log_level = strdup("info"),
-        .control_max_clients = 128,
-        .control_idle_ms = 60000,
-        .start_timeout_ms = 30000,
-        .min_uptime_ms = 1000,
-        .stop_timeout_ms = 10000,
-        .watchdog_ms = 5000,
-        .hang_timeout_ms = 30000,
-        .backoff_initial_ms = 100,
-        .backoff_max_ms = 10000,
-        .backoff_reset_ms = 30000,
-        .crash_budget = 5,
-        .crash_window_ms = 30000,
-        .failed_retry_ms = 60000,
-        .soft_samples = 4,
-        .heap_headroom_pct = 25,
-        .sample_interval_ms = 250,
-        .sample_ring = 240,
-        .history = 256,
-        .recycle_parallel = 1,
-        .priority_boost = 10,
-    };
-}
-
 static void free_argv(struct cr_config *cfg)
 {
     for (size_t i = 0; cfg->argv && cfg->argv[i]; i++)
@@ -467,7 +489,7 @@ static void free_list(char ***p)
 
 void cr_config_done(struct cr_config *cfg)
 {
-    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    for (size_t i = 0; i < N_OPTS; i++)
         if (opts[i].type == OPT_STR || opts[i].type == OPT_LEVEL) {
             char **p = (char **)((char *)cfg + opts[i].offset);
             free(*p);
@@ -553,7 +575,7 @@ static int parse_number(const struct opt *o, const char *value, uint64_t *ret, c
 
 static const struct opt *find_opt(const char *name, size_t len)
 {
-    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+    for (size_t i = 0; i < N_OPTS; i++)
         if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
             return &opts[i];
     return NULL;
@@ -722,6 +744,17 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     return -EINVAL;
 }
 
+/* A default the parser refuses is a bug in the table, and every test that
+ * starts corrald or makes a config finds it: abort rather than run with a
+ * zero where the table promised a value. */
+void cr_config_init(struct cr_config *cfg)
+{
+    *cfg = (struct cr_config){0};
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (opts[i].def && set_value(cfg, &opts[i], opts[i].def, NULL, 0) == -EINVAL)
+            abort();
+}
+
 const char *cr_config_find_file(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -776,7 +809,7 @@ int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret
             if (eq)
                 value = eq + 1;
         } else if (a[0] == '-' && a[1] && !a[2]) {
-            for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++)
+            for (size_t k = 0; k < N_OPTS; k++)
                 if (opts[k].short_name == a[1])
                     o = &opts[k];
             if (!o)
@@ -978,6 +1011,20 @@ uint64_t cr_config_heap_limit(const struct cr_config *cfg)
     return cfg->memory_max - cfg->memory_max / 100 * cfg->heap_headroom_pct;
 }
 
+/* The default as --help states it, one way for every option: the value in
+ * the user's syntax, "value = note" when the value is resolved at run time,
+ * the note alone, else "off" (a flag) or "none" (nothing set). */
+static const char *default_text(const struct opt *o, char *buf, size_t len)
+{
+    if (o->def && o->note)
+        snprintf(buf, len, "%s = %s", o->def, o->note);
+    else if (o->def || o->note)
+        snprintf(buf, len, "%s", o->def ? o->def : o->note);
+    else
+        snprintf(buf, len, "%s", o->type == OPT_BOOL ? "off" : "none");
+    return buf;
+}
+
 void cr_config_usage(FILE *f, const char *prog)
 {
     fprintf(f,
@@ -985,7 +1032,7 @@ void cr_config_usage(FILE *f, const char *prog)
             "Supervise N pre-forked workers that serve one listening socket.\n"
             "PROGRAM defaults to the reference worker, corral-worker.\n\n",
             prog);
-    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+    for (size_t i = 0; i < N_OPTS; i++) {
         char left[64];
         const struct opt *o = &opts[i];
         if (o->short_name)
@@ -1000,7 +1047,9 @@ void cr_config_usage(FILE *f, const char *prog)
             snprintf(range, sizeof(range), " (range %s)",
                      cr_units_range(r, sizeof(r), kind_of(o), o->min, o->max));
         }
-        fprintf(f, "  %-34s %s%s%s\n", left, o->help, range, o->live ? " [live]" : "");
+        char def[128];
+        fprintf(f, "  %-34s %s (default: %s)%s%s\n", left, o->help,
+                default_text(o, def, sizeof(def)), range, o->live ? " [live]" : "");
     }
     fprintf(f, "  %-34s %s\n  %-34s %s\n\n", "-h, --help", "show this help", "-V, --version",
             "show the version");
@@ -1013,7 +1062,7 @@ void cr_config_usage(FILE *f, const char *prog)
 
 void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
 {
-    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+    for (size_t i = 0; i < N_OPTS; i++) {
         const struct opt *o = &opts[i];
         const void *field = (const char *)cfg + o->offset;
         switch (o->type) {
