@@ -744,6 +744,34 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     return -EINVAL;
 }
 
+_Static_assert(N_OPTS <= 64 * sizeof(((struct cr_config *)0)->given) / sizeof(uint64_t),
+               "cr_config.given has a bit for every option");
+
+static void mark_given(struct cr_config *cfg, const struct opt *o)
+{
+    size_t i = (size_t)(o - opts);
+    cfg->given[i / 64] |= 1ull << (i % 64);
+}
+
+/* A value given by the user (a flag, the file, `set`), not a default. */
+static int set_given(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+                     size_t errlen)
+{
+    int r = set_value(cfg, o, value, err, errlen);
+    if (r >= 0)
+        mark_given(cfg, o);
+    return r;
+}
+
+bool cr_config_given(const struct cr_config *cfg, const char *name)
+{
+    const struct opt *o = name ? find_opt(name, strlen(name)) : NULL;
+    if (!o)
+        return false;
+    size_t i = (size_t)(o - opts);
+    return cfg->given[i / 64] >> (i % 64) & 1;
+}
+
 /* A default the parser refuses is a bug in the table, and every test that
  * starts corrald or makes a config finds it: abort rather than run with a
  * zero where the table promised a value. */
@@ -825,7 +853,7 @@ int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret
                 return fail(err, errlen, "--%s needs a value (%s)", o->name, o->arg);
             value = argv[++i];
         }
-        int r = set_value(cfg, o, value, err, errlen);
+        int r = set_given(cfg, o, value, err, errlen);
         if (r < 0)
             return r;
     }
@@ -899,6 +927,8 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
                 if (r < 0)
                     break;
             }
+            if (r >= 0) /* an empty array too: the file says "none" */
+                mark_given(cfg, lo);
         } else {
             const struct opt *o = find_opt(item->string, strlen(item->string));
             char buf[4096];
@@ -907,7 +937,7 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
             else if (json_value_text(item, buf, sizeof(buf)) < 0)
                 r = fail(err, errlen, "config key '%s': unsupported value type", item->string);
             else
-                r = set_value(cfg, o, buf, err, errlen);
+                r = set_given(cfg, o, buf, err, errlen);
         }
         if (r < 0)
             break;
@@ -927,11 +957,11 @@ int cr_config_set(struct cr_config *cfg, const char *key, const char *value, boo
         return fail(err, errlen, "'%s' cannot be changed at run time", key);
     /* Strings take part in no cross-field rule: set them in place. */
     if (o->type == OPT_STR || o->type == OPT_LEVEL)
-        return set_value(cfg, o, value, err, errlen);
+        return set_given(cfg, o, value, err, errlen);
     /* Everything else is validated as a whole on a copy before it counts;
      * the copy shares cfg's strings, which set_value leaves alone here. */
     struct cr_config tmp = *cfg;
-    int r = set_value(&tmp, o, value, err, errlen);
+    int r = set_given(&tmp, o, value, err, errlen);
     if (r >= 0)
         r = cr_config_finish(&tmp, err, errlen);
     if (r < 0)

@@ -94,6 +94,8 @@ struct cr_config {
 
     char **argv;               /* worker program and its arguments (NULL-terminated) */
     size_t argc;
+
+    uint64_t given[2];         /* options set explicitly, a bit per option: cr_config_given() */
 };
 
 /* Fills cfg with the defaults. Call cr_config_done() to free. */
@@ -131,6 +133,12 @@ int cr_parse_uint(const char *s, uint64_t max, uint64_t *ret);
 /* The heap limit handed to workers: memory_max minus the headroom. 0 when
  * there is no memory_max. */
 uint64_t cr_config_heap_limit(const struct cr_config *cfg);
+
+/* Whether the option named `name` (its long name, "stop-timeout") was set
+ * explicitly: by a flag, in the config file or by `set` (cr_config_set),
+ * even to its default's value. False for a default and for a name that is
+ * no option. The parsers record it; a field written directly is not. */
+bool cr_config_given(const struct cr_config *cfg, const char *name);
 
 /* Writes --help to f. */
 void cr_config_usage(FILE *f, const char *prog);

@@ -31,6 +31,16 @@ static void test_defaults(void **state)
     assert_int_equal(c.soft_samples, 4);
     assert_int_equal(c.heap_headroom_pct, 25);
     assert_int_equal(c.history, 256);
+    assert_int_equal(c.workers, 0);        /* auto: one per core */
+    assert_int_equal(c.spawn_parallel, 0); /* twice the cores, at least 4 */
+    assert_null(c.control);                /* $RUNTIME_DIRECTORY/control.sock, else ./corral.sock */
+    assert_int_equal(c.balance, CR_BALANCE_SHARED);
+    assert_int_equal(c.ready, CR_READY_AUTO);
+    assert_string_equal(c.log_level, "info");
+    assert_int_equal(c.control_idle_ms, 60000);
+    assert_int_equal(c.priority_boost, 10);
+    assert_int_equal(c.memory_max, 0);
+    assert_false(c.node_agent);
     assert_int_equal(cr_config_heap_limit(&c), 0);
     cr_config_done(&c);
 }
@@ -204,6 +214,35 @@ static void test_help(void **state)
             fail_msg("a numeric option without a range: %.*s", (int)(eol - p - 1), p + 1);
     }
     assert_true(ranged >= 25);
+    /* Every option's default, one way: "(default: X)", once per line. */
+    static const char *const defaults[] = {
+        "--stop-timeout SEC", "(default: 10)", "--backoff-initial MS", "(default: 100)",
+        "--workers N|auto", "(default: auto = one per core)", "--listen HOST:PORT",
+        "(default: 127.0.0.1:8080)", "--memory-max SIZE", "(default: none)", "--pss",
+        "(default: off)", "--control PATH",
+        "(default: $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)",
+    };
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i += 2) {
+        const char *line = strstr(text, defaults[i]);
+        assert_non_null(line);
+        const char *eol = strchr(line, '\n');
+        const char *hit = strstr(line, defaults[i + 1]);
+        if (!hit || hit > eol)
+            fail_msg("--help line of %s lacks %s", defaults[i], defaults[i + 1]);
+    }
+    size_t with_default = 0;
+    for (const char *p = text; (p = strstr(p, "\n  ")); p++) {
+        const char *eol = strchr(p + 1, '\n');
+        const char *d = strstr(p + 1, "(default: ");
+        if (strncmp(p + 1, "  -h, --help", 12) == 0)
+            break;
+        if (!d || d > eol)
+            fail_msg("an option without its default: %.*s", (int)(eol - p - 1), p + 1);
+        if (strstr(d + 1, "(default") && strstr(d + 1, "(default") < eol)
+            fail_msg("a default stated twice: %.*s", (int)(eol - p - 1), p + 1);
+        with_default++;
+    }
+    assert_true(with_default >= 45);
     free(text);
 }
 
@@ -282,6 +321,68 @@ static void test_set_live(void **state)
     cr_config_done(&c);
 }
 
+/* Which options were set explicitly: a flag, the file or `set` count, even
+ * to the default's own value; a default does not, nor a refused value. */
+static void test_given(void **state)
+{
+    struct cr_config c;
+    char err[256] = "", action;
+    cr_config_init(&c);
+    assert_false(cr_config_given(&c, "stop-timeout")); /* defaulted */
+    assert_false(cr_config_given(&c, "listen"));      /* a default string too */
+    assert_false(cr_config_given(&c, "nope"));        /* no such option */
+    assert_false(cr_config_given(&c, ""));
+    assert_false(cr_config_given(&c, NULL));
+    assert_false(cr_config_given(&c, "command"));     /* a file key, no option */
+
+    /* On the command line, long, short and --key=value, at the default's value. */
+    char *argv[] = {"corrald", "--stop-timeout", "10", "-w", "2", "--pss", "--log-level=info",
+                    "--env", "A=1", NULL};
+    assert_int_equal(cr_config_parse_args(&c, 9, argv, &action, err, sizeof(err)), 0);
+    assert_int_equal(c.stop_timeout_ms, 10000);
+    assert_true(cr_config_given(&c, "stop-timeout"));
+    assert_true(cr_config_given(&c, "workers"));
+    assert_true(cr_config_given(&c, "pss"));
+    assert_true(cr_config_given(&c, "log-level"));
+    assert_true(cr_config_given(&c, "env"));
+    assert_false(cr_config_given(&c, "start-timeout"));
+    assert_false(cr_config_given(&c, "stop")); /* a prefix is no name */
+    cr_config_done(&c);
+
+    /* In the config file, a list even when empty. */
+    cr_config_init(&c);
+    assert_int_equal(cr_config_parse_json(&c, "{\"stop-timeout\": 10, \"balance\": \"shared\", "
+                                              "\"pass-env\": [], \"command\": [\"x\"]}",
+                                          err, sizeof(err)),
+                     0);
+    assert_true(cr_config_given(&c, "stop-timeout"));
+    assert_true(cr_config_given(&c, "balance"));
+    assert_true(cr_config_given(&c, "pass-env"));
+    assert_false(cr_config_given(&c, "watchdog"));
+    assert_false(cr_config_given(&c, "command"));
+    cr_config_done(&c);
+
+    /* By `set`; a refused value leaves it not given. */
+    cr_config_init(&c);
+    assert_true(cr_config_set(&c, "stop-timeout", "soon", true, err, sizeof(err)) < 0);
+    assert_false(cr_config_given(&c, "stop-timeout"));
+    assert_true(cr_config_set(&c, "hang-timeout", "1", true, err, sizeof(err)) < 0); /* < watchdog */
+    assert_false(cr_config_given(&c, "hang-timeout"));
+    assert_true(cr_config_set(&c, "listen", "127.0.0.1:1", true, err, sizeof(err)) < 0);
+    assert_false(cr_config_given(&c, "listen"));
+    assert_int_equal(cr_config_set(&c, "stop-timeout", "8", true, err, sizeof(err)), 0);
+    assert_true(cr_config_given(&c, "stop-timeout"));
+    assert_int_equal(cr_config_set(&c, "log-level", "debug", true, err, sizeof(err)), 0);
+    assert_true(cr_config_given(&c, "log-level"));
+    assert_false(cr_config_given(&c, "min-uptime"));
+    /* A failed parse keeps what was given before it. */
+    char *bad_argv[] = {"corrald", "--watchdog", "2", "--wrokers", "2", NULL};
+    assert_true(cr_config_parse_args(&c, 5, bad_argv, &action, err, sizeof(err)) < 0);
+    assert_true(cr_config_given(&c, "watchdog"));
+    assert_true(cr_config_given(&c, "stop-timeout"));
+    cr_config_done(&c);
+}
+
 static void test_values(void **state)
 {
     uint64_t v;
@@ -319,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_ready_modes),
         cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
+        cmocka_unit_test(test_given),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
