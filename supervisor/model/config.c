@@ -293,7 +293,7 @@ static const struct opt opts[] = {
      .type = OPT_STR,
      .offset = OFF(instance),
      .arg = "NAME",
-     .note = "a hash of the control path",
+     .note = "hash of the control path",
      .help = "name of this corrald's worker subtree, one live corrald each (letters, digits, - and "
              "_, up to 64)"},
     {.name = "no-cgroups",
