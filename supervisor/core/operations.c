@@ -4,54 +4,36 @@
 #include "operations.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgsetup.h"
+#include "cgtree.h"
+#include "cgworker.h"
 #include "clock.h"
 #include "cr_config.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "notify_rx.h"
+#include "reaper.h"
 #include "spawnproc.h"
-#include "spawnvm.h"
+#include "spawnway.h"
 #include "supervisor.h"
-#include "view.h"
-#include "worker_io.h"
-#include "worker_spawn.h"
 
 /* ---- operations ---------------------------------------------------------- */
 
-/* The lowest slot id not held by a worker that stays, from *from on: the
- * ids a scale-up hands out are ascending, so one call per new worker
- * resumes where the last one stopped and the list stays sorted by id
- * (one pass per new worker, not one per candidate id). */
-static int lowest_free_id(struct cr_supervisor *sup, int *from)
+/* The workers that count towards --workers: each slot's holder. */
+static bool counted(const struct cr_worker *w)
 {
-    int id = *from;
-    for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if (w->id < id || w->retire_on_exit)
-            continue;
-        if (w->id > id)
-            break;
-        id++;
-    }
-    *from = id + 1;
-    return id;
+    return w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED;
 }
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
 {
-    if (sup->stopping)
+    if (sup->phase == CR_PHASE_STOPPING)
         return -ESHUTDOWN;
     if (n == 0 || n > 4096)
         return -ERANGE;
@@ -59,11 +41,12 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     sup->cfg.workers = n;
     unsigned have = 0;
     for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (!w->retire_on_exit && !w->replaces && w->id != CR_SPARE_ID)
-            have++;
+        have += counted(w);
+    /* The lowest vacant slots first: the ids a scale-up hands out ascend,
+     * so one call per new worker resumes where the last one stopped. */
     int from = 1;
     while (have < n) {
-        struct cr_worker *w = cr_worker_new(sup, lowest_free_id(sup, &from));
+        struct cr_worker *w = cr_worker_new(sup, cr_slots_lowest_free(&sup->slots, &from));
         if (!w)
             return -ENOMEM;
         cr_worker_start(w);
@@ -73,13 +56,12 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
     while (have > n) {
         struct cr_worker *top = NULL;
         for (struct cr_worker *w = sup->workers; w; w = w->next)
-            if (!w->retire_on_exit && !w->replaces && w->id != CR_SPARE_ID &&
-                (!top || w->id > top->id))
+            if (counted(w) && (!top || cr_worker_id(w) > cr_worker_id(top)))
                 top = w;
         if (!top)
             break;
-        if (top->replaced_by)
-            cr_worker_drain_paced(top->replaced_by, CR_KILL_STOP, "scale down");
+        if (top->slot->replacement)
+            cr_worker_drain_paced(top->slot->replacement, CR_KILL_STOP, "scale down");
         cr_worker_drain_paced(top, CR_KILL_STOP, "scale down");
         have--;
     }
@@ -89,11 +71,11 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
 
 int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why)
 {
-    if (sup->stopping)
+    if (sup->phase == CR_PHASE_STOPPING)
         return -ESHUTDOWN;
     bool any = false;
     for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if ((id && w->id != id) || w->retire_on_exit || w->replaces || w->id == CR_SPARE_ID)
+        if ((id && cr_worker_id(w) != id) || !counted(w))
             continue;
         any = true;
         if (w->state == CR_WS_BACKOFF || w->state == CR_WS_FAILED)
@@ -106,9 +88,9 @@ int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why)
 
 void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
 {
-    if (sup->stopping)
+    if (sup->phase == CR_PHASE_STOPPING)
         return;
-    sup->reloading = true;
+    sup->phase = CR_PHASE_RELOADING;
     sup->reload_failed = 0;
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_RELOAD,
                                                   .phase = CR_RELOAD_STARTED, .reason = why});
@@ -118,7 +100,7 @@ void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
      * the old program must not be promoted after the reload. */
     for (struct cr_worker *w = sup->workers, *next; w; w = next) {
         next = w->next;
-        if (w->id == CR_SPARE_ID && !w->retire_on_exit)
+        if (w->role == CR_ROLE_SPARE)
             cr_worker_drain(w, CR_KILL_RECYCLE, why);
     }
     cr_supervisor_pump_spares(sup);
@@ -130,11 +112,11 @@ int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig)
     struct cr_worker *w = cr_supervisor_worker(sup, id);
     if (!w)
         return -ENOENT;
-    if (!w->pid || !cr_wstate_has_process(w->state))
+    if (!w->g.pid || !cr_wstate_has_process(w->state))
         return -ESRCH;
     char text[64];
     snprintf(text, sizeof(text), "signal %d sent by an operator", sig);
-    cr_log_event(CR_LOG_NOTICE, "kill", w->id, w->pid, NULL, "worker %d: %s", w->id, text);
+    cr_log_event(CR_LOG_NOTICE, "kill", id, w->g.pid, NULL, "worker %d: %s", id, text);
     cr_worker_signal(w, sig, CR_KILL_MANUAL, text);
     return 0;
 }
@@ -149,7 +131,8 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
     if (strcmp(key, "workers") == 0)
         return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers : sup->target);
     if (strncmp(key, "memory-", 7) == 0)
-        cr_cg_apply_limits(sup);
+        for (struct cr_worker *w = sup->workers; w; w = w->next)
+            cr_cgworker_apply_limits(&w->g);
     if (strcmp(key, "spares") == 0)
         cr_supervisor_pump_spares(sup);
     /* The rest (log level, sample interval) belongs to whoever subscribed. */
@@ -160,9 +143,9 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
 
 void cr_supervisor_stop(struct cr_supervisor *sup)
 {
-    if (sup->stopping)
+    if (sup->phase == CR_PHASE_STOPPING)
         return;
-    sup->stopping = true;
+    sup->phase = CR_PHASE_STOPPING;
     /* What the stop does: every process is drained, whatever its state
      * (a big scale-up leaves many still starting), and every queued spawn
      * is cancelled. */
@@ -214,113 +197,58 @@ static int open_listener(struct cr_supervisor *sup)
     return 0;
 }
 
-void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop)
+void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop, const struct cr_gen_sink *sink)
 {
     sup->loop = loop;
-    sup->notify_fd = -1;
     sup->listener.fd = -1;
-    sup->cg_lock_fd = -1;
-    sup->vmstat_fd = -1;
+    sup->notify.fd = -1;
+    sup->cgtree.lock_fd = sup->cgtree.vmstat_fd = -1;
     sup->started_at = uv_now(loop);
     sup->started_wall_ms = cr_wall_ms();
     srandom((unsigned)(getpid() ^ sup->started_wall_ms));
-    uv_timer_init(loop, &sup->cg_trash_timer);
-    uv_timer_init(loop, &sup->finish_timer);
-    uv_timer_init(loop, &sup->spare_timer);
-    uv_idle_init(loop, &sup->spawn_pacer);
-    uv_idle_init(loop, &sup->reap_turn);
-    uv_idle_init(loop, &sup->drain_turn);
-    sup->reap_turn.data = sup->drain_turn.data = sup;
-    uv_timer_init(loop, &sup->spawn_recheck);
-    sup->cg_trash_timer.data = sup->finish_timer.data = sup->spare_timer.data = sup;
-    sup->spawn_pacer.data = sup->spawn_recheck.data = sup;
-}
-
-/* How workers will start: through corral-exec, run once here the way
- * they will start it, or by fork when it is missing, cannot run, or is
- * linked dynamically while workers drop to another user. Logged, since
- * it decides what a start costs the loop. */
-static int spawn_way(struct cr_supervisor *sup)
-{
-    const char *how = getenv("CORRAL_SPAWN");
-    if (how && strcmp(how, "fork") != 0 && strcmp(how, "vfork") != 0)
-        cr_log(CR_LOG_WARNING, "CORRAL_SPAWN=%s: not fork or vfork; ignored", how);
-    sup->spawn_helper = cr_spawn_helper_find();
-    /* CORRAL_SPAWN=vfork: posix_spawn even where a CLONE_VM child that
-     * corrald does not wait for is available (the tests of that path). */
-    int r;
-    if ((!how || strcmp(how, "vfork") != 0) && (r = cr_spawn_vm_new(&sup->spawn_vm)) < 0)
-        return r;
-    if (!sup->spawn_helper) {
-        cr_log(CR_LOG_WARNING, "workers start by fork: corral-exec is not installed "
-               "(or CORRAL_SPAWN=fork), so each start copies corrald's page tables");
-        return 0;
-    }
-    int st = 0;
-    int p = cr_spawn_helper_probe(sup->spawn_helper, sup->spawn_vm, &st);
-    char status[64];
-    snprintf(status, sizeof(status), WIFSIGNALED(st) ? "it was killed by signal %d"
-                                                     : "it exited with status %d",
-             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    if (p < 0 && !cr_spawn_helper_unusable(-p)) {
-        /* Short of processes, memory or descriptors at this moment: not
-         * a reason to give corral-exec up for the whole run. */
-        cr_log(CR_LOG_WARNING, "could not try %s (%s); using it all the same",
-               sup->spawn_helper, strerror(-p));
-        p = 0;
-    }
-    const char *why = p < 0    ? strerror(-p)
-                      : p == 2 ? status
-                      : p == 1 && sup->set_ids
-                          ? "it is linked dynamically, and its loader would act on LD_* "
-                            "variables meant for the workers while it still runs as root"
-                          : NULL;
-    if (why) {
-        cr_log(CR_LOG_WARNING, "workers start by fork: cannot use %s (%s)", sup->spawn_helper,
-               why);
-        free(sup->spawn_helper);
-        sup->spawn_helper = NULL;
-        return 0;
-    }
-    cr_log(CR_LOG_INFO, "workers start through %s, %s", sup->spawn_helper,
-           cr_spawn_vm_usable(sup->spawn_vm) ? "from a CLONE_VM child corrald does not wait for"
-                                             : "by posix_spawn");
-    return 0;
+    cr_supervisor_init_handles(sup);
+    cr_reaper_init(&sup->reaper, loop, sink);
+    sup->spawner.nofile = cr_self_nofile(&sup->self);
+    sup->host = (struct cr_gen_host){
+        .loop = loop, .cfg = &sup->cfg, .listener = &sup->listener, .cgtree = &sup->cgtree,
+        .spawner = &sup->spawner, .reaper = &sup->reaper, .notify = &sup->notify,
+        .freezing = &sup->freezing, .sink = sink,
+    };
 }
 
 int cr_supervisor_open(struct cr_supervisor *sup)
 {
     int r;
-    if ((r = cr_history_new(sup->cfg.history, &sup->history)) < 0)
+    if ((r = cr_history_new(sup->cfg.history, &sup->deaths.history)) < 0)
         return r;
-    sup->worker_path = cr_worker_default_path();
-    if (!sup->worker_path)
-        return -ENOMEM;
     if ((r = open_listener(sup)) < 0)
         return r;
-    if ((r = cr_worker_ids_resolve(sup)) < 0)
+    if ((r = cr_spawner_open(&sup->spawner, &sup->cfg)) < 0)
         return r;
-    if ((r = spawn_way(sup)) < 0)
+    if ((r = cr_cgtree_setup(&sup->cgtree, sup->loop, &sup->cfg)) < 0)
         return r;
-    if ((r = cr_io_notify_open(sup)) < 0) {
+    struct cr_notify_rx_opts o = {
+        .by_cgroup = sup->cgtree.on, .chown = sup->spawner.set_ids, .uid = sup->spawner.uid,
+        .gid = sup->spawner.gid, .busy = cr_supervisor_spawning, .busy_ctx = sup,
+    };
+    if ((r = cr_notify_rx_open(&sup->notify, sup->loop, &sup->reaper, sup->host.sink, &o)) < 0) {
         cr_log(CR_LOG_ERR, "cannot open the worker notify socket: %s", strerror(-r));
         return r;
     }
-    if ((r = cr_cg_setup(sup)) < 0)
-        return r;
-    cr_freeze_setup(sup);
+    cr_freeze_setup(&sup->freezing, sup->cgtree.on, sup->cfg.spares);
     return 0;
 }
 
 int cr_supervisor_spawn_all(struct cr_supervisor *sup)
 {
+    /* After the priority raise (main.c): what workers get back. */
+    sup->spawner.priority = cr_self_priority(&sup->self);
     sup->target = sup->cfg.workers ? sup->cfg.workers : uv_available_parallelism();
-    cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target,
-           sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path);
+    const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : cr_spawner_worker_path(&sup->spawner);
+    cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target, prog);
     /* A program that cannot be executed at all will not appear by
      * retrying: refuse to run. Checked here, before any fork: spawns are
-     * paced and their exec result arrives later (worker_io.c). */
-    const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : sup->worker_path;
+     * paced and their exec result arrives later (generation/wio.c). */
     char *path = NULL;
     int r = cr_spawn_resolve(prog, &path);
     if (r == 0 && access(path, X_OK) < 0 && (errno == ENOENT || errno == EACCES))
@@ -343,14 +271,12 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
 
 void cr_supervisor_done(struct cr_supervisor *sup)
 {
-    cr_freeze_teardown(sup);
-    cr_cg_done(sup);
-    cr_io_notify_close(sup);
+    cr_freeze_teardown(&sup->freezing);
+    cr_cgtree_done(&sup->cgtree);
+    cr_notify_rx_close(&sup->notify);
     cr_listen_close(&sup->listener);
-    sup->history = cr_history_free(sup->history);
-    free(sup->worker_path);
-    free(sup->spawn_helper);
-    sup->spawn_vm = cr_spawn_vm_free(sup->spawn_vm);
-    free(sup->generations);
+    sup->deaths.history = cr_history_free(sup->deaths.history);
+    cr_spawner_done(&sup->spawner);
+    cr_slots_done(&sup->slots);
     cr_config_done(&sup->cfg);
 }

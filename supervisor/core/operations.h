@@ -8,13 +8,16 @@
 #include <uv.h>
 
 struct cr_supervisor;
+struct cr_gen_sink;
 
 /* The core's start-up, in steps so main.c can subscribe and open its
  * outputs in between: init cannot fail (the loop, the clocks, the core's
- * timers); open binds the listener, opens the worker notify socket and
- * prepares the cgroups; spawn_all starts the configured workers. open and
- * spawn_all log what goes wrong and return -errno. */
-void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop);
+ * timers; what the generations' descriptors deliver goes to sink); open
+ * binds the listener, decides how workers start, prepares the cgroups and
+ * opens the worker notify socket; spawn_all starts the configured workers.
+ * open and spawn_all log what goes wrong and return -errno. */
+void cr_supervisor_init(struct cr_supervisor *sup, uv_loop_t *loop,
+                        const struct cr_gen_sink *sink);
 int cr_supervisor_open(struct cr_supervisor *sup);
 int cr_supervisor_spawn_all(struct cr_supervisor *sup);
 /* Frees what open made (after the loop ended). */

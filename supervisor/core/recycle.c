@@ -1,9 +1,9 @@
 /* Rolling replacement, a part of the supervisor core (supervisor_int.h).
  * A recycle (memory soft limit, request cap, lifetime, reload, restart)
- * is queued; up to --recycle-parallel replacements start at once, and each
- * old worker is drained when its replacement is ready (become_ready in
- * supervisor.c); one not ready yet restarts in place. Also the drain of a
- * worker that goes for good. */
+ * is queued where the table allows it; up to --recycle-parallel
+ * replacements start at once, and each takes its slot when it is ready
+ * (the old worker is drained then); one not ready yet restarts in place.
+ * Also the drain of a worker that goes for good. */
 
 #include <signal.h>
 #include <stdio.h>
@@ -17,106 +17,151 @@ static unsigned replacements_in_progress(const struct cr_supervisor *sup)
 {
     unsigned n = 0;
     for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->replaces)
-            n++;
+        n += w->role == CR_ROLE_REPLACEMENT;
     return n;
 }
 
-static void start_replacement(struct cr_worker *old)
+void cr_worker_recycle(struct cr_worker *w, const char *why)
 {
-    struct cr_worker *r = cr_worker_new(old->sup, old->id);
-    if (!r)
+    if (!cr_lifecycle_recyclable(w->state, w->role, w->intent) ||
+        cr_now_ms(w->sup) < w->slot->recycle_after)
         return;
-    old->recycle_queued = false;
-    r->generation = old->generation;
-    r->restart = old->restart;
-    r->restarts = old->restarts;
-    r->oom_kills = old->oom_kills;
-    r->replaces = old;
-    old->replaced_by = r;
-    cr_worker_start(r);
+    snprintf(w->recycle_text, sizeof(w->recycle_text), "%s", why);
+    cr_worker_event(w, CR_WE_RECYCLE);
+}
+
+enum cr_wevent cr_recycle_act_queue(struct cr_worker *w)
+{
+    w->intent = CR_INTENT_RECYCLE;
+    cr_log_event(CR_LOG_NOTICE, "recycle", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d: recycle: %s", cr_worker_id(w), w->recycle_text);
+    struct cr_event ev = cr_worker_stamp(w, CR_EV_WORKER_RECYCLE);
+    ev.reason = w->recycle_text;
+    cr_supervisor_publish(w->sup, &ev);
+    cr_supervisor_pump_recycles(w->sup);
+    return NOTHING;
 }
 
 /* A worker that is not ready yet serves no one corrald counts on: a
  * recycle (reload, the soft limit crossed while starting) restarts it in
  * place — a planned death, then a fresh process at once — rather than wait
  * for a readiness that may never come. */
-static void restart_in_place(struct cr_worker *w)
+enum cr_wevent cr_recycle_act_restart_in_place(struct cr_worker *w)
 {
-    w->recycle_queued = false;
-    w->kill_reason = CR_KILL_RECYCLE;
-    snprintf(w->kill_text, sizeof(w->kill_text), "%s", w->recycle_text);
-    cr_worker_event(w, CR_WE_DRAIN);
+    w->intent = CR_INTENT_NONE;
+    w->drain.why = CR_KILL_RECYCLE;
+    snprintf(w->drain.text, sizeof(w->drain.text), "%s", w->recycle_text);
+    return CR_WE_DRAIN;
+}
+
+/* The replacement of a serving worker starts; it takes the slot once
+ * ready (cr_recycle_took_over). */
+enum cr_wevent cr_recycle_act_start_replacement(struct cr_worker *old)
+{
+    struct cr_slot *slot = old->slot;
+    struct cr_worker *r = cr_worker_alloc(old->sup, slot->id);
+    if (!r)
+        return NOTHING; /* still queued: the next pump tries again */
+    old->intent = CR_INTENT_NONE;
+    old->role = CR_ROLE_REPLACED;
+    r->role = CR_ROLE_REPLACEMENT;
+    r->slot = slot;
+    slot->replacement = r;
+    cr_worker_start(r);
+    return NOTHING;
+}
+
+void cr_recycle_took_over(struct cr_worker *r)
+{
+    struct cr_slot *slot = r->slot;
+    struct cr_worker *old = slot->holder;
+    slot->holder = r;
+    slot->replacement = NULL;
+    r->role = CR_ROLE_HOLDER;
+    if (old)
+        cr_worker_drain(old, CR_KILL_RECYCLE,
+                        old->recycle_text[0] ? old->recycle_text : "recycled");
+}
+
+/* The slot's worker died while its replacement was starting: the
+ * replacement holds the slot now (the death was recorded in it). */
+enum cr_wevent cr_recycle_act_pass_slot(struct cr_worker *w)
+{
+    struct cr_slot *slot = w->slot;
+    struct cr_worker *r = slot->replacement;
+    slot->holder = r;
+    slot->replacement = NULL;
+    if (r)
+        r->role = CR_ROLE_HOLDER;
+    w->role = CR_ROLE_RETIRING;
+    return CR_WE_RETIRE;
+}
+
+/* A replacement died (or could not be spawned) before it was ready: the
+ * old worker keeps serving, and the next attempt to recycle it waits like
+ * a restart after a crash would — otherwise a trigger that fires every
+ * sample would respawn in a storm. Counted against a running reload. */
+enum cr_wevent cr_recycle_act_failed(struct cr_worker *r)
+{
+    struct cr_supervisor *sup = r->sup;
+    struct cr_slot *slot = r->slot;
+    uint64_t now = cr_now_ms(sup);
+    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
+    struct cr_restart_decision d = cr_restart_decide(
+        &p, &slot->restart, now, &(struct cr_life){.uptime_ms = r->death.uptime_ms});
+    uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
+    slot->recycle_after = now + wait;
+    slot->replacement = NULL;
+    if (slot->holder && slot->holder->role == CR_ROLE_REPLACED)
+        slot->holder->role = CR_ROLE_HOLDER;
+    r->role = CR_ROLE_RETIRING;
+    if (sup->phase == CR_PHASE_RELOADING)
+        sup->reload_failed++;
+    cr_log_event(CR_LOG_WARNING, "replacement-failed", slot->id, 0, NULL,
+                 "worker %d: the replacement died before it was ready; the old worker keeps "
+                 "serving; no new recycle for %llu ms",
+                 slot->id, (unsigned long long)wait);
+    return CR_WE_RETIRE;
 }
 
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
 {
-    if (sup->stopping)
+    if (sup->phase == CR_PHASE_STOPPING)
         return;
+    /* Not ready yet: restarted in place (the table takes it only there). */
     for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->recycle_queued && w->state == CR_WS_STARTING && !w->replaced_by &&
-            !w->retire_on_exit)
-            restart_in_place(w);
+        if (w->intent == CR_INTENT_RECYCLE)
+            cr_worker_event(w, CR_WE_RESTART_IN_PLACE);
     /* Counted once: called on every READY=1, this must stay one pass. */
     unsigned running = replacements_in_progress(sup);
-    for (struct cr_worker *w = sup->workers; w; w = w->next) {
-        if (running >= sup->cfg.recycle_parallel)
-            break;
-        if (w->recycle_queued && !w->replaced_by && !w->retire_on_exit &&
-            (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED)) {
-            start_replacement(w);
+    for (struct cr_worker *w = sup->workers; w && running < sup->cfg.recycle_parallel;
+         w = w->next)
+        if (w->intent == CR_INTENT_RECYCLE && cr_worker_event(w, CR_WE_REPLACE_TURN))
             running++;
-        }
-    }
     bool pending = false;
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->recycle_queued || w->replaces)
-            pending = true;
-    if (!pending && sup->reloading) {
-        sup->reloading = false;
-        if (sup->reload_failed)
-            cr_log(CR_LOG_ERR, "reload finished: %u replacement(s) died before ready; their "
-                               "old workers keep serving", sup->reload_failed);
-        else
-            cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
-        struct cr_event ev = {.type = CR_EV_RELOAD, .phase = CR_RELOAD_FINISHED,
-                              .failed = sup->reload_failed};
-        sup->reload_failed = 0;
-        cr_supervisor_publish(sup, &ev);
-    }
-}
-
-void cr_worker_recycle(struct cr_worker *w, const char *why)
-{
-    if (w->recycle_queued || w->replaced_by || w->retire_on_exit || w->replaces ||
-        !cr_wstate_has_process(w->state) || w->state == CR_WS_DRAINING ||
-        w->state == CR_WS_KILLING || cr_now_ms(w->sup) < w->recycle_after)
+    for (struct cr_worker *w = sup->workers; w && !pending; w = w->next)
+        pending = w->intent == CR_INTENT_RECYCLE || w->role == CR_ROLE_REPLACEMENT;
+    if (pending || sup->phase != CR_PHASE_RELOADING)
         return;
-    w->recycle_queued = true;
-    snprintf(w->recycle_text, sizeof(w->recycle_text), "%s", why);
-    cr_log_event(CR_LOG_NOTICE, "recycle", w->id, w->pid, NULL, "worker %d: recycle: %s", w->id,
-                 why);
-    struct cr_event ev = cr_worker_stamp(w, CR_EV_WORKER_RECYCLE);
-    ev.reason = why;
-    cr_supervisor_publish(w->sup, &ev);
-    cr_supervisor_pump_recycles(w->sup);
+    sup->phase = CR_PHASE_RUNNING;
+    if (sup->reload_failed)
+        cr_log(CR_LOG_ERR, "reload finished: %u replacement(s) died before ready; their "
+                           "old workers keep serving", sup->reload_failed);
+    else
+        cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
+    struct cr_event ev = {.type = CR_EV_RELOAD, .phase = CR_RELOAD_FINISHED,
+                          .failed = sup->reload_failed};
+    sup->reload_failed = 0;
+    cr_supervisor_publish(sup, &ev);
 }
 
 /* Asks a worker to go away for good (stop, scale-down, handed over). */
 void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text)
 {
-    w->retire_on_exit = true;
-    w->recycle_queued = false;
-    /* Only a drain that really sends SIGTERM changes the ledger: a worker
-     * corrald is already killing (hang, stop timeout, a start timeout's
-     * SIGKILL still on its way) dies for that. */
-    bool killing = w->kill_sigmask & (1ull << SIGKILL);
-    if (!killing &&
-        (w->state == CR_WS_STARTING || w->state == CR_WS_READY || w->state == CR_WS_BLOCKED)) {
-        w->kill_reason = why;
-        if (text && text != w->kill_text)
-            snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
-    }
+    cr_worker_retire(w);
+    w->drain.why = why;
+    if (text != w->drain.text)
+        snprintf(w->drain.text, sizeof(w->drain.text), "%s", text ? text : "");
     cr_worker_event(w, CR_WE_DRAIN);
 }
 
@@ -133,14 +178,14 @@ static void drain_turn(uv_idle_t *h)
     struct cr_supervisor *sup = h->data;
     for (unsigned n = 0; n < DRAINS_PER_TURN; n++) {
         struct cr_worker *w = sup->workers; /* afresh: a drain may free workers */
-        while (w && !w->drain_queued)
+        while (w && w->intent != CR_INTENT_DRAIN)
             w = w->next;
         if (!w) {
             uv_idle_stop(h);
             return;
         }
-        w->drain_queued = false;
-        cr_worker_drain(w, w->drain_why, w->drain_text);
+        w->intent = CR_INTENT_NONE;
+        cr_worker_event(w, CR_WE_DRAIN);
     }
 }
 
@@ -151,31 +196,10 @@ void cr_worker_drain_paced(struct cr_worker *w, enum cr_kill_reason why, const c
         cr_worker_drain(w, why, text);
         return;
     }
-    w->retire_on_exit = true;
-    w->recycle_queued = false;
-    w->drain_queued = true;
-    w->drain_why = why;
-    snprintf(w->drain_text, sizeof(w->drain_text), "%s", text ? text : "");
+    cr_worker_retire(w);
+    w->intent = CR_INTENT_DRAIN;
+    w->drain.why = why;
+    snprintf(w->drain.text, sizeof(w->drain.text), "%s", text ? text : "");
     if (!uv_is_active((uv_handle_t *)&sup->drain_turn))
         uv_idle_start(&sup->drain_turn, drain_turn);
-}
-
-/* A replacement died before it was ready: the old worker keeps serving, and
- * the next attempt to recycle it waits like a restart after a crash would —
- * otherwise a trigger that fires every sample would respawn in a storm. */
-void cr_recycle_failed(struct cr_worker *r, uint64_t now, uint64_t uptime)
-{
-    struct cr_supervisor *sup = r->sup;
-    struct cr_worker *old = r->replaces;
-    struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-    struct cr_restart_decision d =
-        cr_restart_decide(&p, &old->restart, now, &(struct cr_life){.uptime_ms = uptime});
-    uint64_t wait = d.delay_ms > p.backoff_initial_ms ? d.delay_ms : p.backoff_initial_ms;
-    old->recycle_after = now + wait;
-    old->recycle_queued = false;
-    if (sup->reloading)
-        sup->reload_failed++;
-    cr_log_event(CR_LOG_WARNING, "replacement-failed", r->id, 0, NULL,
-                 "worker %d: the replacement died before it was ready; the old worker keeps "
-                 "serving; no new recycle for %llu ms", r->id, (unsigned long long)wait);
 }

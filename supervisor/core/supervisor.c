@@ -1,36 +1,32 @@
 /* The supervisor core: the lifecycle table's driver and its actions,
  * reaping and the restart policy. Rolling replacement is in recycle.c, the
  * warm spares' actions in spares.c, the spawn pacer in pacer.c
- * (supervisor_int.h joins the files). Forking is in worker_spawn.c, what
- * the outside asks for (scale, reload, stop, start-up) in operations.c.
- * What happens is published as events (events.h); no output is named here. */
+ * (supervisor_int.h joins the files). A process's own machinery (its
+ * spawn, descriptors, reap, cgroup) is generation/'s; what the outside
+ * asks for (scale, reload, stop, start-up) is operations.c's. What happens
+ * is published as events (events.h); no output is named here. */
 
 #include "supervisor.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
+#include <assert.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "cgsetup.h"
 #include "cgprep.h"
+#include "cgworker.h"
 #include "clock.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "memread.h"
+#include "notify_rx.h"
+#include "reaper.h"
 #include "supervisor_int.h"
-#include "trend.h"
 #include "worker_death.h"
-#include "worker_io.h"
 #include "worker_spawn.h"
 
 static void on_deadline(uv_timer_t *t)
@@ -62,7 +58,7 @@ void cr_worker_clear_deadline(struct cr_worker *w)
 void cr_worker_link(struct cr_supervisor *sup, struct cr_worker *w)
 {
     struct cr_worker **pp = &sup->workers;
-    while (*pp && (*pp)->id <= w->id)
+    while (*pp && cr_worker_id(*pp) <= cr_worker_id(w))
         pp = &(*pp)->next;
     w->next = *pp;
     *pp = w;
@@ -77,17 +73,48 @@ void cr_worker_unlink(struct cr_worker *w)
         }
 }
 
-struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
+struct cr_worker *cr_worker_of(struct cr_gen *g)
+{
+    return (struct cr_worker *)((char *)g - offsetof(struct cr_worker, g));
+}
+
+struct cr_worker *cr_worker_alloc(struct cr_supervisor *sup, int id)
 {
     struct cr_worker *w = calloc(1, sizeof(*w));
     if (!w)
         return NULL;
-    w->sup = sup;
-    w->id = id; /* state CR_WS_NEW: calloc's zero */
+    w->sup = sup; /* state CR_WS_NEW, intent none: calloc's zero */
+    w->role = id == CR_SPARE_ID ? CR_ROLE_SPARE : CR_ROLE_HOLDER;
+    w->g.host = &sup->host;
+    w->g.id = id;
     uv_timer_init(sup->loop, &w->deadline);
     w->deadline.data = w;
     cr_worker_link(sup, w);
     return w;
+}
+
+struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id)
+{
+    struct cr_slot *slot = cr_slots_open(&sup->slots, id);
+    if (!slot)
+        return NULL;
+    struct cr_worker *w = cr_worker_alloc(sup, id);
+    if (!w)
+        return NULL;
+    w->slot = slot;
+    slot->holder = w;
+    return w;
+}
+
+void cr_worker_retire(struct cr_worker *w)
+{
+    struct cr_slot *slot = w->slot;
+    if (slot && slot->holder == w)
+        slot->holder = NULL;
+    if (slot && slot->replacement == w)
+        slot->replacement = NULL;
+    w->role = CR_ROLE_RETIRING;
+    w->intent = CR_INTENT_NONE;
 }
 
 static void worker_freed(uv_handle_t *h)
@@ -101,27 +128,18 @@ static void worker_remove(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     cr_worker_unlink(w);
-    if (w->replaces)
-        w->replaces->replaced_by = NULL;
-    if (w->replaced_by)
-        w->replaced_by->replaces = NULL;
-    w->samples = cr_trend_ring_free(w->samples);
-    cr_cg_prep_drop(w);
-    w->closing = true;
+    if (w->role != CR_ROLE_RETIRING)
+        cr_worker_retire(w);
+    cr_mem_free(&w->g.mem);
+    cr_cg_prep_drop(&w->g);
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
 }
 
 struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id)
 {
-    /* The slot's owner: the process not on its way out (a replaced, dying
-     * or just reaped one). */
-    struct cr_worker *found = NULL;
-    for (struct cr_worker *w = sup->workers; w; w = w->next)
-        if (w->id == id && !w->replaces && !w->closing && w->state != CR_WS_DYING &&
-            w->state != CR_WS_EXITED)
-            found = w;
-    return found;
+    struct cr_slot *slot = cr_slots_get(&sup->slots, id);
+    return slot ? slot->holder : NULL;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -146,8 +164,8 @@ void cr_supervisor_table_changed(struct cr_supervisor *sup)
 struct cr_event cr_worker_stamp(const struct cr_worker *w, enum cr_event_type type)
 {
     return (struct cr_event){
-        .type = type, .worker = w->id, .pid = w->pid, .generation = w->generation,
-        .from = w->prev, .to = w->state,
+        .type = type, .worker = cr_worker_id(w), .pid = w->g.pid,
+        .generation = w->g.generation, .from = w->prev, .to = w->state,
     };
 }
 
@@ -162,22 +180,19 @@ void cr_worker_publish_state(struct cr_worker *w, const char *name, const char *
 
 void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text)
 {
-    if (!w->pid || !w->io)
-        return;
-    w->kill_reason = why;
-    w->kill_signal = sig;
-    if (sig > 0 && sig < 64)
-        w->kill_sigmask |= 1ull << sig;
-    if (text)
-        snprintf(w->kill_text, sizeof(w->kill_text), "%s", text);
-    /* Through the pidfd: the signal can only reach this process, never a
-     * newer one that reused its pid. */
-    int pidfd = cr_io_pidfd(w);
-    int r = pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0)
-                       : kill(w->pid, sig); /* no pidfd: still unreaped, so still ours */
-    if (r < 0 && errno != ESRCH)
-        cr_log_event(CR_LOG_WARNING, "signal-failed", w->id, w->pid, NULL,
-                     "worker %d: sending signal %d failed: %s", w->id, sig, strerror(errno));
+    cr_reaper_signal(&w->g, sig, why, text);
+}
+
+enum cr_kill_reason cr_worker_drain_reason(const struct cr_worker *w, const char **ret_text)
+{
+    /* A worker corrald is killing already (hang, stop timeout, a start
+     * timeout's SIGKILL still on its way) dies for that. */
+    if (w->g.ledger.sigmask & (1ull << SIGKILL)) {
+        *ret_text = NULL;
+        return w->g.ledger.reason;
+    }
+    *ret_text = w->drain.text[0] ? w->drain.text : NULL;
+    return w->drain.why != CR_KILL_NONE ? w->drain.why : CR_KILL_STOP;
 }
 
 /* ---- the lifecycle table's actions ------------------------------------- */
@@ -185,7 +200,7 @@ void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, con
 void cr_worker_arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
-    if (c->watchdog_ms && w->heartbeats)
+    if (c->watchdog_ms && w->g.report.speech == CR_SPEECH_BEATS)
         cr_worker_set_deadline(w, c->watchdog_ms);
     else
         cr_worker_clear_deadline(w);
@@ -201,16 +216,13 @@ static void become_ready(struct cr_worker *w, const char *how)
     struct cr_supervisor *sup = w->sup;
     cr_pacer_kick(sup);
     w->ready_at = cr_now_ms(sup);
-    cr_log_event(CR_LOG_INFO, "ready", w->id, w->pid, NULL, "worker %d ready: pid %d after %llu ms%s",
-                 w->id, (int)w->pid, (unsigned long long)(w->ready_at - w->spawned_at), how);
+    cr_log_event(CR_LOG_INFO, "ready", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d ready: pid %d after %llu ms%s", cr_worker_id(w), (int)w->g.pid,
+                 (unsigned long long)(w->ready_at - w->g.spawned_at), how);
     cr_worker_publish_state(w, "ready", NULL);
     cr_worker_arm_watchdog(w);
-    if (w->replaces) {
-        struct cr_worker *old = w->replaces;
-        w->replaces = NULL;
-        old->replaced_by = NULL;
-        cr_worker_drain(old, CR_KILL_RECYCLE, old->recycle_text[0] ? old->recycle_text : "recycled");
-    }
+    if (w->role == CR_ROLE_REPLACEMENT)
+        cr_recycle_took_over(w);
     cr_supervisor_table_changed(sup);
     cr_supervisor_pump_recycles(sup);
 }
@@ -226,7 +238,7 @@ static enum cr_wevent act_assume_ready(struct cr_worker *w)
 {
     char mode[48], how[96];
     cr_ready_to_string(w->ready_mode, w->sup->cfg.ready_delay_ms, mode, sizeof(mode));
-    w->unannounced = true;
+    w->readiness = CR_READINESS_ASSUMED;
     snprintf(how, sizeof(how), " (unannounced: --ready %s%s)", mode,
              w->ready_mode == CR_READY_AUTO ? ", silent" : "");
     become_ready(w, how);
@@ -236,12 +248,11 @@ static enum cr_wevent act_assume_ready(struct cr_worker *w)
 /* READY=1 after readiness was assumed: it does speak the protocol. */
 static enum cr_wevent act_late_ready(struct cr_worker *w)
 {
-    if (!w->unannounced)
+    if (w->readiness != CR_READINESS_ASSUMED)
         return NOTHING; /* a second READY=1 changes nothing */
-    w->unannounced = false;
-    w->announced = true;
-    cr_log_event(CR_LOG_INFO, "announced", w->id, w->pid, NULL,
-                 "worker %d sent READY=1 %llu ms after readiness was assumed", w->id,
+    w->readiness = CR_READINESS_ANNOUNCED;
+    cr_log_event(CR_LOG_INFO, "announced", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d sent READY=1 %llu ms after readiness was assumed", cr_worker_id(w),
                  (unsigned long long)(cr_now_ms(w->sup) - w->ready_at));
     cr_supervisor_table_changed(w->sup);
     return NOTHING;
@@ -250,7 +261,7 @@ static enum cr_wevent act_late_ready(struct cr_worker *w)
 /* The start timeout, counted from the spawn. */
 static void arm_start_timeout(struct cr_worker *w)
 {
-    uint64_t alive = cr_now_ms(w->sup) - w->spawned_at, t = w->sup->cfg.start_timeout_ms;
+    uint64_t alive = cr_now_ms(w->sup) - w->g.spawned_at, t = w->sup->cfg.start_timeout_ms;
     cr_worker_set_deadline(w, t > alive ? t - alive : 0);
 }
 
@@ -258,18 +269,27 @@ static void arm_start_timeout(struct cr_worker *w)
  * readiness is announced and the start timeout applies. */
 static enum cr_wevent act_announce(struct cr_worker *w)
 {
-    if (w->ready_mode != CR_READY_AUTO || w->announced)
+    if (w->ready_mode != CR_READY_AUTO || w->readiness != CR_READINESS_BY_MODE)
         return NOTHING;
-    w->announced = true;
+    w->readiness = CR_READINESS_ANNOUNCED;
     arm_start_timeout(w);
     return NOTHING;
 }
 
-/* The starting deadline: a start timeout where readiness is announced
- * (or exec failed: it is dying anyway), else the moment the mode assumes it. */
+/* The starting deadline: a start timeout where readiness is announced,
+ * else the moment the mode assumes it. */
 static enum cr_wevent act_starting_deadline(struct cr_worker *w)
 {
-    return w->announced || w->exec_errno ? CR_WE_START_TIMEOUT : CR_WE_ASSUME_READY;
+    return w->readiness == CR_READINESS_ANNOUNCED ? CR_WE_START_TIMEOUT : CR_WE_ASSUME_READY;
+}
+
+/* The program never ran: it is exiting on its own; the start timeout's
+ * SIGKILL is there for a child that hangs on its way out. */
+static enum cr_wevent act_note_exec_failed(struct cr_worker *w)
+{
+    arm_start_timeout(w);
+    cr_supervisor_table_changed(w->sup);
+    return NOTHING;
 }
 
 /* A heartbeat of a ready worker: its watchdog deadline moves on. Only the
@@ -280,7 +300,7 @@ static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
     /* Only later: a watchdog lowered by `set` must re-arm the timer. */
-    if (c->watchdog_ms && w->heartbeats && w->deadline_at &&
+    if (c->watchdog_ms && w->g.report.speech == CR_SPEECH_BEATS && w->deadline_at &&
         uv_is_active((uv_handle_t *)&w->deadline) &&
         c->watchdog_ms >= uv_timer_get_due_in(&w->deadline))
         w->deadline_at = cr_now_ms(w->sup) + c->watchdog_ms;
@@ -292,10 +312,11 @@ static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
 static enum cr_wevent act_flag_blocked(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
-    uint64_t silent = cr_now_ms(w->sup) - w->last_report_at;
-    cr_log_event(CR_LOG_WARNING, "blocked", w->id, w->pid, NULL,
-                 "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)", w->id,
-                 (unsigned long long)silent, (unsigned long long)c->watchdog_ms);
+    uint64_t silent = cr_now_ms(w->sup) - w->g.report.last_at;
+    cr_log_event(CR_LOG_WARNING, "blocked", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)",
+                 cr_worker_id(w), (unsigned long long)silent,
+                 (unsigned long long)c->watchdog_ms);
     cr_worker_publish_state(w, "blocked", NULL);
     if (c->hang_timeout_ms)
         cr_worker_set_deadline(w, c->hang_timeout_ms > silent ? c->hang_timeout_ms - silent : 0);
@@ -305,8 +326,8 @@ static enum cr_wevent act_flag_blocked(struct cr_worker *w)
 
 static enum cr_wevent act_unblock(struct cr_worker *w)
 {
-    cr_log_event(CR_LOG_NOTICE, "unblocked", w->id, w->pid, NULL,
-                 "worker %d unblocked: heartbeat again", w->id);
+    cr_log_event(CR_LOG_NOTICE, "unblocked", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d unblocked: heartbeat again", cr_worker_id(w));
     cr_worker_publish_state(w, "unblocked", NULL);
     cr_worker_arm_watchdog(w);
     cr_supervisor_table_changed(w->sup);
@@ -315,8 +336,8 @@ static enum cr_wevent act_unblock(struct cr_worker *w)
 
 static enum cr_wevent act_kill_start_timeout(struct cr_worker *w)
 {
-    cr_log_event(CR_LOG_ERR, "start-timeout", w->id, w->pid, NULL,
-                 "worker %d not ready after %llu ms: SIGKILL", w->id,
+    cr_log_event(CR_LOG_ERR, "start-timeout", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d not ready after %llu ms: SIGKILL", cr_worker_id(w),
                  (unsigned long long)w->sup->cfg.start_timeout_ms);
     cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "no READY=1 in time");
     return NOTHING;
@@ -328,11 +349,11 @@ static enum cr_wevent act_kill_hang(struct cr_worker *w)
 {
     char text[128];
     snprintf(text, sizeof(text), "no heartbeat for %llu ms (hang timeout %llu ms)",
-             (unsigned long long)(cr_now_ms(w->sup) - w->last_report_at),
+             (unsigned long long)(cr_now_ms(w->sup) - w->g.report.last_at),
              (unsigned long long)w->sup->cfg.hang_timeout_ms);
-    cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
-                 "worker %d hung: %s; sending SIGABRT for a core, SIGKILL in %d ms", w->id, text,
-                 HANG_ABORT_GRACE_MS);
+    cr_log_event(CR_LOG_ERR, "hang-kill", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d hung: %s; sending SIGABRT for a core, SIGKILL in %d ms",
+                 cr_worker_id(w), text, HANG_ABORT_GRACE_MS);
     cr_worker_signal(w, SIGABRT, CR_KILL_HANG, text);
     cr_worker_set_deadline(w, HANG_ABORT_GRACE_MS);
     return NOTHING;
@@ -340,21 +361,22 @@ static enum cr_wevent act_kill_hang(struct cr_worker *w)
 
 static enum cr_wevent act_kill_hard(struct cr_worker *w)
 {
-    cr_log_event(CR_LOG_ERR, "hang-kill", w->id, w->pid, NULL,
-                 "worker %d survived SIGABRT: SIGKILL", w->id);
+    cr_log_event(CR_LOG_ERR, "hang-kill", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d survived SIGABRT: SIGKILL", cr_worker_id(w));
     cr_worker_signal(w, SIGKILL, CR_KILL_HANG, NULL);
     return NOTHING;
 }
 
 static enum cr_wevent act_send_term(struct cr_worker *w)
 {
-    enum cr_kill_reason why = w->kill_reason != CR_KILL_NONE ? w->kill_reason : CR_KILL_STOP;
-    cr_log_event(CR_LOG_INFO, "draining", w->id, w->pid, NULL,
-                 "worker %d draining (%s%s%s): SIGTERM, SIGKILL after %llu ms", w->id,
-                 cr_kill_reason_to_string(why), w->kill_text[0] ? ": " : "", w->kill_text,
+    const char *text;
+    enum cr_kill_reason why = cr_worker_drain_reason(w, &text);
+    cr_log_event(CR_LOG_INFO, "draining", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d draining (%s%s%s): SIGTERM, SIGKILL after %llu ms", cr_worker_id(w),
+                 cr_kill_reason_to_string(why), text ? ": " : "", text ? text : "",
                  (unsigned long long)w->sup->cfg.stop_timeout_ms);
     cr_worker_publish_state(w, "draining", cr_kill_reason_to_string(why));
-    cr_worker_signal(w, SIGTERM, why, NULL);
+    cr_worker_signal(w, SIGTERM, why, text);
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
     cr_supervisor_table_changed(w->sup);
     return NOTHING;
@@ -362,8 +384,8 @@ static enum cr_wevent act_send_term(struct cr_worker *w)
 
 static enum cr_wevent act_kill_stop_timeout(struct cr_worker *w)
 {
-    cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL,
-                 "worker %d still draining after %llu ms: SIGKILL", w->id,
+    cr_log_event(CR_LOG_WARNING, "stop-timeout", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d still draining after %llu ms: SIGKILL", cr_worker_id(w),
                  (unsigned long long)w->sup->cfg.stop_timeout_ms);
     cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, NULL);
     return NOTHING;
@@ -383,15 +405,17 @@ struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor
     };
 }
 
-/* The restart policy's word on a death of a slot's worker. */
+/* The restart policy's word on a death in w's slot, kept in the slot for
+ * the cell it leads to; counted among the slot's restarts. */
 static void decide(struct cr_worker *w, uint64_t now, const struct cr_life *life,
                    bool exec_failed)
 {
+    struct cr_slot *slot = w->slot;
     struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
     /* Nothing will change by retrying fast when the program is not there. */
-    w->decision = exec_failed ? cr_restart_fail(&p, &w->restart, false)
-                              : cr_restart_decide(&p, &w->restart, now, life);
-    w->restarts++;
+    slot->decision = exec_failed ? cr_restart_fail(&p, &slot->restart, false)
+                                 : cr_restart_decide(&p, &slot->restart, now, life);
+    slot->restarts++;
 }
 
 /* The policy's answers that start the slot again (and so may promote). */
@@ -400,138 +424,111 @@ static bool restarts(enum cr_wevent e)
     return e == CR_WE_RESTART || e == CR_WE_REPLACE;
 }
 
-/* Before the post-mortem (which reads cgroup and /proc files): a slot that
- * goes on, with a frozen spare, is handed to the spare at once, so that it
- * serves while corrald classifies. "Planned" comes from the kill ledger, as
- * the post-mortem's own answer does; a crash loop keeps its spare frozen.
- * Returns the heir, or NULL (decided tells whether the policy was asked). */
-static struct cr_worker *promote_early(struct cr_worker *w, uint64_t now, bool *decided)
-{
-    struct cr_worker *s = w->sup->workers;
-    while (s && !(s->state == CR_WS_SPARE && !s->retire_on_exit))
-        s = s->next;
-    *decided = false;
-    if (!s || w->id == CR_SPARE_ID || w->retire_on_exit || w->sup->stopping || w->replaced_by ||
-        w->replaces || w->exec_errno)
-        return NULL;
-    struct cr_life life = {
-        .uptime_ms = now - w->spawned_at,
-        .ready = w->ready_at != 0,
-        .served_ms = w->ready_at ? now - w->ready_at : 0,
-        .planned = w->kill_reason == CR_KILL_STOP || w->kill_reason == CR_KILL_RECYCLE,
-    };
-    decide(w, now, &life, false);
-    *decided = true;
-    return restarts(w->decision.event) && cr_spare_promote(w) ? cr_supervisor_worker(w->sup, w->id)
-                                                            : NULL;
-}
-
-/* Classifies the death and records it: history, counters, the event. */
-static struct cr_postmortem *record_death(struct cr_worker *w, uint64_t now)
+/* A slot's worker is dying: when the slot goes on and a spare is frozen,
+ * the spare takes it now, so that it serves while the kernel frees the
+ * dead one's memory (an exit notice) or while corrald reads its
+ * post-mortem (a reap). The policy is asked as at any death ("planned"
+ * from the kill ledger, as the post-mortem's own answer does); a crash
+ * loop keeps its spare frozen. Without an heir the policy's word is taken
+ * back: the reap asks it once, as for any death. Returns the heir or NULL. */
+static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now)
 {
     struct cr_supervisor *sup = w->sup;
-    struct cr_postmortem *pm = cr_worker_postmortem(w, now);
+    struct cr_slot *slot = w->slot;
+    if (w->role != CR_ROLE_HOLDER || !slot || sup->phase == CR_PHASE_STOPPING ||
+        !cr_spare_frozen(sup))
+        return NULL;
+    struct cr_restart_state restart = slot->restart;
+    unsigned count = slot->restarts;
+    enum cr_kill_reason why = w->g.ledger.reason;
+    struct cr_life life = {
+        .uptime_ms = now - w->g.spawned_at,
+        .ready = w->ready_at != 0,
+        .served_ms = w->ready_at ? now - w->ready_at : 0,
+        .planned = why == CR_KILL_STOP || why == CR_KILL_RECYCLE,
+    };
+    decide(w, now, &life, false);
+    struct cr_worker *heir = restarts(slot->decision.event) ? cr_spare_promote(w) : NULL;
+    if (!heir) {
+        slot->restart = restart;
+        slot->restarts = count;
+    }
+    return heir;
+}
+
+/* Classifies the death and records it: history, counters, the slot's last
+ * death (when the death is the slot's), the event. */
+static void record_death(struct cr_worker *w, uint64_t now)
+{
+    struct cr_supervisor *sup = w->sup;
+    struct cr_postmortem *pm = cr_worker_postmortem(&w->g, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
-    cr_history_push(sup->history, pm);
-    sup->deaths_by_category[pm->category]++;
-    if (pm->category == CR_DEATH_OOM_OWN_LIMIT || pm->category == CR_DEATH_OOM_ANCESTOR_LIMIT ||
-        pm->category == CR_DEATH_OOM_SYSTEM)
-        w->oom_kills++;
-    snprintf(w->last_death, sizeof(w->last_death), "%s", cr_death_to_string(pm->category));
-    snprintf(w->last_death_reason, sizeof(w->last_death_reason), "%s", pm->reason);
+    cr_history_push(sup->deaths.history, pm);
+    sup->deaths.by_category[pm->category]++;
+    if (w->slot && cr_role_holds_slot(w->role))
+        cr_slot_record_death(w->slot, pm);
+    w->death = (struct cr_death_brief){
+        .category = pm->category, .planned = pm->planned, .uptime_ms = (uint64_t)pm->uptime_ms};
     struct cr_event died = cr_worker_stamp(w, CR_EV_WORKER_DIED);
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
-    return pm;
+    free(pm);
 }
 
-/* Classifies and records the death, then decides what follows it. */
+/* Classifies and records the death; what follows is its role's exit event
+ * (lifecycle.c), answered by a cell of `exited`. */
 static enum cr_wevent act_reap(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
-    /* Dying: its slot went to a spare on the exit notice, the policy asked. */
-    bool dying = w->prev == CR_WS_DYING, decided = dying;
-    w->notice_at = 0;
-    struct cr_worker *heir = dying ? cr_supervisor_worker(sup, w->id)
-                                   : promote_early(w, now, &decided);
-    struct cr_postmortem *pm = record_death(w, now);
-    bool exec_failed = pm->category == CR_DEATH_EXEC_FAILED;
+    if (w->prev != CR_WS_EXEC_FAILED) /* a program not there gains nothing from a spare */
+        hand_over(w, now);
+    record_death(w, now);
+    cr_freeze_release(&w->g);
+    cr_cgworker_release(&w->g);
+    w->g.pid = 0;
+    w->intent = CR_INTENT_NONE; /* a recycle or a drain asked of this process died with it */
+    cr_pacer_kick(sup);
+    return cr_role_exit_event(w->role);
+}
+
+/* The slot's worker died: the restart policy decides what follows. */
+static enum cr_wevent act_decide(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    if (!w->slot || sup->phase == CR_PHASE_STOPPING) /* every worker retires on a stop */
+        return CR_WE_RETIRE;
+    uint64_t now = cr_now_ms(sup);
+    if (w->death.category == _CR_DEATH_MAX) { /* a spawn that made no process */
+        struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
+        w->slot->decision = cr_restart_decide(&p, &w->slot->restart, now, &(struct cr_life){0});
+        return w->slot->decision.event;
+    }
     struct cr_life life = {
-        .uptime_ms = (uint64_t)pm->uptime_ms,
+        .uptime_ms = w->death.uptime_ms,
         .ready = w->ready_at != 0,
         .served_ms = w->ready_at ? now - w->ready_at : 0,
-        .planned = pm->planned,
+        .planned = w->death.planned,
     };
-    free(pm);
-
-    cr_freeze_release(w);
-    cr_cg_worker_release(w);
-    w->pid = 0;
-    w->recycle_queued = false; /* a recycle asked of this process died with it */
-    cr_pacer_kick(sup);
-
-    /* What follows the death. */
-    if (heir || dying) { /* a spare took the slot before the post-mortem */
-        if (!heir)
-            return CR_WE_RETIRE; /* the heir is gone too: its own death restarts the slot */
-        heir->oom_kills = w->oom_kills;
-        memcpy(heir->last_death, w->last_death, sizeof(heir->last_death));
-        memcpy(heir->last_death_reason, w->last_death_reason, sizeof(heir->last_death_reason));
-        return CR_WE_RETIRE;
-    }
-    if (w->id == CR_SPARE_ID) {
-        if (!w->retire_on_exit && !sup->stopping)
-            cr_spare_failed(sup, life.uptime_ms);
-        return CR_WE_RETIRE;
-    }
-    if (w->retire_on_exit || sup->stopping)
-        return CR_WE_RETIRE;
-    if (w->replaced_by) {
-        /* Died while its replacement was starting: the replacement owns the slot now. */
-        w->replaced_by->replaces = NULL;
-        w->replaced_by->oom_kills = w->oom_kills;
-        w->replaced_by->restarts = w->restarts;
-        w->replaced_by = NULL;
-        return CR_WE_RETIRE;
-    }
-    if (w->replaces) {
-        cr_recycle_failed(w, now, life.uptime_ms);
-        return CR_WE_RETIRE;
-    }
-    if (!decided)
-        decide(w, now, &life, exec_failed);
-    /* A frozen spare takes the slot now; the dead worker retires. */
-    if (restarts(w->decision.event) && cr_spare_promote(w))
-        return CR_WE_RETIRE;
-    return w->decision.event;
+    decide(w, now, &life, w->death.category == CR_DEATH_EXEC_FAILED);
+    return w->slot->decision.event;
 }
 
 /* The kernel's exit notice (exitnotice.c) of a serving worker: it is
  * dying but not yet reaped — its memory is still being freed, which takes
- * 3 ms for a small Node process and 100 ms for 1 GiB. The restart policy
- * is asked now, as at the reap, and a frozen spare takes the slot now
- * instead of after the teardown. Without a spare (or in a crash loop)
- * nothing changes: the reap decides as always. */
+ * 3 ms for a small Node process and 100 ms for 1 GiB. With a frozen spare
+ * the slot is handed over now instead of after the teardown; without one
+ * (or in a crash loop) nothing changes: the reap decides as always. */
 static enum cr_wevent act_hand_over(struct cr_worker *w)
 {
     uint64_t now = cr_now_ms(w->sup);
-    /* Without an heir nothing is gained now: the policy's word is taken
-     * back, and the reap asks it once, as for any death. */
-    struct cr_restart_state restart = w->restart;
-    unsigned restarts = w->restarts;
-    bool decided;
-    struct cr_worker *heir = promote_early(w, now, &decided);
-    if (!heir) {
-        w->restart = restart;
-        w->restarts = restarts;
+    if (!hand_over(w, now))
         return NOTHING;
-    }
-    w->notice_at = now;
-    w->sup->early_promotions++;
+    w->handed_over_at = now;
+    w->sup->spares.early_promotions++;
     return CR_WE_HANDED_OVER;
 }
 
@@ -539,12 +536,11 @@ static enum cr_wevent act_await_reap(struct cr_worker *w)
 {
     /* Not capacity any more: scale, restart, reload and recycles pass it
      * by; its heir holds the slot. */
-    w->retire_on_exit = true;
-    w->recycle_queued = false;
-    cr_log_event(CR_LOG_INFO, "exit-notice", w->id, w->pid, NULL,
+    w->intent = CR_INTENT_NONE;
+    cr_log_event(CR_LOG_INFO, "exit-notice", cr_worker_id(w), w->g.pid, NULL,
                  "worker %d (pid %d) is exiting (kernel exit notice): its heir serves the slot "
                  "while the kernel frees its memory",
-                 w->id, (int)w->pid);
+                 cr_worker_id(w), (int)w->g.pid);
     cr_worker_publish_state(w, "dying", "exit notice");
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
     cr_supervisor_table_changed(w->sup);
@@ -558,74 +554,79 @@ static enum cr_wevent act_kill_dying(struct cr_worker *w)
 {
     char text[128];
     snprintf(text, sizeof(text), "still not reaped %llu ms after its exit notice",
-             (unsigned long long)(cr_now_ms(w->sup) - w->notice_at));
-    cr_log_event(CR_LOG_WARNING, "stop-timeout", w->id, w->pid, NULL, "worker %d (pid %d) %s: SIGKILL",
-                 w->id, (int)w->pid, text);
+             (unsigned long long)(cr_now_ms(w->sup) - w->handed_over_at));
+    cr_log_event(CR_LOG_WARNING, "stop-timeout", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d (pid %d) %s: SIGKILL", cr_worker_id(w), (int)w->g.pid, text);
     cr_worker_signal(w, SIGKILL, CR_KILL_STOP_TIMEOUT, text);
     cr_worker_set_deadline(w, w->sup->cfg.stop_timeout_ms);
     return NOTHING;
 }
 
+/* The generation a spawn gets: a spare's from the spares' counter; a
+ * slot's the one reserved for its group made ahead, else the slot's next. */
+static unsigned next_generation(struct cr_worker *w)
+{
+    if (!w->slot)
+        return ++w->sup->spares.generation;
+    unsigned made = cr_cg_prep_generation(&w->g);
+    return made ? made : cr_slot_next_generation(w->slot);
+}
+
 /* Forks and execs the next generation; a failure is an event of its own. */
 static enum cr_wevent act_spawn(struct cr_worker *w)
 {
-    const struct cr_config *c = &w->sup->cfg;
+    struct cr_supervisor *sup = w->sup;
+    const struct cr_config *c = &sup->cfg;
     w->ready_mode = c->ready;
-    w->spoke = w->unannounced = false;
-    w->announced = c->ready == CR_READY_NOTIFY;
-    w->heap_limit_given = 0;
-    int r = cr_worker_spawn(w);
+    w->readiness = c->ready == CR_READY_NOTIFY ? CR_READINESS_ANNOUNCED : CR_READINESS_BY_MODE;
+    w->ready_at = 0;
+    int r = cr_worker_spawn(&w->g, next_generation(w), sup->target);
     if (r < 0) {
-        cr_log_event(CR_LOG_ERR, "spawn-failed", w->id, 0, NULL, "worker %d: spawn failed: %s",
-                     w->id, strerror(-r));
+        cr_log_event(CR_LOG_ERR, "spawn-failed", cr_worker_id(w), 0, NULL,
+                     "worker %d: spawn failed: %s", cr_worker_id(w), strerror(-r));
         return CR_WE_SPAWN_FAILED;
     }
+    cr_log_event(CR_LOG_INFO, "spawned", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d spawned: pid %d, generation %u%s", cr_worker_id(w), (int)w->g.pid,
+                 w->g.generation, w->role == CR_ROLE_REPLACEMENT ? " (replacement)" : "");
     /* The starting deadline: see act_starting_deadline. exec's zero still
      * goes through the loop, after this spawn's own events. */
     static const uint64_t auto_grace = CR_READY_AUTO_GRACE_MS;
-    cr_worker_set_deadline(w, w->announced || w->exec_errno ? c->start_timeout_ms
-                              : c->ready == CR_READY_EXEC  ? 0
-                              : c->ready == CR_READY_DELAY ? c->ready_delay_ms
-                                                           : auto_grace);
+    cr_worker_set_deadline(w, w->readiness == CR_READINESS_ANNOUNCED ? c->start_timeout_ms
+                              : c->ready == CR_READY_EXEC            ? 0
+                              : c->ready == CR_READY_DELAY           ? c->ready_delay_ms
+                                                                     : auto_grace);
     cr_worker_publish_state(w, "spawned", NULL);
     return NOTHING;
 }
 
-/* Fork or the cgroup failed: an unplanned death without a process, so the
- * restart policy throttles it. A failed replacement leaves the old worker
- * serving. */
+/* Fork, the cgroup or the descriptors failed: an unplanned death without
+ * a process, answered by its role's exit event like a reap (a failed
+ * replacement leaves the old worker serving; a failed spare throttles the
+ * next; a slot's worker goes to the restart policy). */
 static enum cr_wevent act_spawn_failed(struct cr_worker *w)
 {
-    if (w->replaces) {
-        /* As a replacement that died: count it against the reload and hold
-         * off the next recycle, or a memory trigger would fork every sample. */
-        cr_recycle_failed(w, cr_now_ms(w->sup), 0);
-        return CR_WE_RETIRE;
-    }
-    if (w->id == CR_SPARE_ID) {
-        cr_spare_failed(w->sup, 0);
-        return CR_WE_RETIRE;
-    }
-    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
-    w->decision = cr_restart_decide(&p, &w->restart, cr_now_ms(w->sup), &(struct cr_life){0});
-    return w->decision.event;
+    w->death = (struct cr_death_brief){.category = _CR_DEATH_MAX};
+    return cr_role_exit_event(w->role);
 }
 
 static enum cr_wevent act_arm_restart(struct cr_worker *w)
 {
-    if (w->decision.delay_ms)
-        cr_log_event(CR_LOG_INFO, "backoff", w->id, 0, NULL, "worker %d restarts in %llu ms",
-                     w->id, (unsigned long long)w->decision.delay_ms);
-    cr_worker_set_deadline(w, w->decision.delay_ms);
+    uint64_t delay = w->slot->decision.delay_ms;
+    if (delay)
+        cr_log_event(CR_LOG_INFO, "backoff", cr_worker_id(w), 0, NULL,
+                     "worker %d restarts in %llu ms", cr_worker_id(w), (unsigned long long)delay);
+    cr_worker_set_deadline(w, delay);
     cr_supervisor_table_changed(w->sup);
     return NOTHING;
 }
 
 static enum cr_wevent act_mark_failed(struct cr_worker *w)
 {
-    const struct cr_restart_decision *d = &w->decision;
-    cr_log_event(CR_LOG_ERR, "failed", w->id, 0, NULL, "worker %d FAILED: %s; retrying in %llu ms",
-                 w->id, d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
+    const struct cr_restart_decision *d = &w->slot->decision;
+    cr_log_event(CR_LOG_ERR, "failed", cr_worker_id(w), 0, NULL,
+                 "worker %d FAILED: %s; retrying in %llu ms", cr_worker_id(w),
+                 d->crash_loop ? "crash loop (death budget exceeded)" : "cannot be started",
                  (unsigned long long)d->delay_ms);
     cr_worker_publish_state(w, "failed", d->crash_loop ? "crash-loop" : "exec-failed");
     cr_worker_set_deadline(w, d->delay_ms);
@@ -644,10 +645,9 @@ static enum cr_wevent act_remove(struct cr_worker *w)
     return NOTHING;
 }
 
-typedef enum cr_wevent (*action_fn)(struct cr_worker *w);
-
-/* What each action of the table does; every action has a function. */
-static const action_fn actions[_CR_WA_MAX] = {
+/* What each action of the table does; tests/unit/core/test_actions.c
+ * checks that every action has a function. */
+const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_NONE] = act_none,
     [CR_WA_BECOME_READY] = act_become_ready,
     [CR_WA_ARM_WATCHDOG] = act_arm_watchdog,
@@ -665,33 +665,45 @@ static const action_fn actions[_CR_WA_MAX] = {
     [CR_WA_ARM_RESTART] = act_arm_restart,
     [CR_WA_MARK_FAILED] = act_mark_failed,
     [CR_WA_REMOVE] = act_remove,
+    [CR_WA_STARTING_DEADLINE] = act_starting_deadline,
+    [CR_WA_ANNOUNCE] = act_announce,
+    [CR_WA_ASSUME_READY] = act_assume_ready,
+    [CR_WA_LATE_READY] = act_late_ready,
     [CR_WA_FREEZE] = cr_spare_act_freeze,
     [CR_WA_POLL_FROZEN] = cr_spare_act_poll_frozen,
     [CR_WA_BECOME_SPARE] = cr_spare_act_become,
     [CR_WA_PROMOTE] = cr_spare_act_promote,
     [CR_WA_KILL_SPARE] = cr_spare_act_kill,
-    [CR_WA_STARTING_DEADLINE] = act_starting_deadline,
-    [CR_WA_ANNOUNCE] = act_announce,
-    [CR_WA_ASSUME_READY] = act_assume_ready,
-    [CR_WA_LATE_READY] = act_late_ready,
     [CR_WA_HAND_OVER] = act_hand_over,
     [CR_WA_AWAIT_REAP] = act_await_reap,
     [CR_WA_KILL_DYING] = act_kill_dying,
+    [CR_WA_NOTE_EXEC_FAILED] = act_note_exec_failed,
+    [CR_WA_QUEUE_RECYCLE] = cr_recycle_act_queue,
+    [CR_WA_RESTART_IN_PLACE] = cr_recycle_act_restart_in_place,
+    [CR_WA_START_REPLACEMENT] = cr_recycle_act_start_replacement,
+    [CR_WA_DECIDE] = act_decide,
+    [CR_WA_PASS_SLOT] = cr_recycle_act_pass_slot,
+    [CR_WA_REPLACEMENT_FAILED] = cr_recycle_act_failed,
+    [CR_WA_SPARE_FAILED] = cr_spare_act_failed,
 };
 
 /* The only place a worker's state changes. An action may answer with a
  * follow-up event (the restart policy's decision, a failed fork); the
  * table says where that leads, so no action ever assigns a state. */
-void cr_worker_event(struct cr_worker *w, enum cr_wevent e)
+bool cr_worker_event(struct cr_worker *w, enum cr_wevent e)
 {
+    bool taken = false;
     while (e != NOTHING) {
         const struct cr_transition *t = cr_lifecycle_step(w->state, e);
         if (!t)
-            return;
+            return taken;
+        taken = true;
+        assert(cr_worker_actions[t->action]);
         w->prev = w->state;
         w->state = t->next;
-        e = actions[t->action](w);
+        e = cr_worker_actions[t->action](w);
     }
+    return taken;
 }
 
 void cr_worker_reaped(struct cr_worker *w)
@@ -699,9 +711,24 @@ void cr_worker_reaped(struct cr_worker *w)
     cr_worker_event(w, CR_WE_EXIT);
 }
 
+void cr_worker_exec_failed(struct cr_worker *w)
+{
+    cr_worker_event(w, CR_WE_EXEC_FAILED);
+}
+
 void cr_worker_exit_notice(struct cr_worker *w)
 {
     cr_worker_event(w, CR_WE_EXIT_NOTICE);
+}
+
+void cr_supervisor_exit_notice(struct cr_supervisor *sup, const struct cr_taskstats_exit *e)
+{
+    cr_reaper_exit_notice(&sup->reaper, e);
+}
+
+void cr_supervisor_reap(struct cr_supervisor *sup)
+{
+    cr_reaper_scan(&sup->reaper);
 }
 
 void cr_worker_start(struct cr_worker *w)
@@ -711,9 +738,10 @@ void cr_worker_start(struct cr_worker *w)
 
 /* ---- the end ------------------------------------------------------------ */
 
-static void close_cb_noop(uv_handle_t *h)
+static void close_handle(uv_handle_t *h)
 {
-    (void)h;
+    if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
+        uv_close(h, NULL);
 }
 
 static void finish_stop(uv_timer_t *t)
@@ -722,21 +750,32 @@ static void finish_stop(uv_timer_t *t)
     cr_log(CR_LOG_NOTICE, "every worker is gone; exiting");
     /* The outputs and the other inputs close theirs. */
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_FINISHED});
-    uv_handle_t *hs[] = {(uv_handle_t *)&sup->notify_poll, (uv_handle_t *)&sup->notify_batch,
-                         (uv_handle_t *)&sup->cg_trash_timer,
-                         (uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spare_timer,
-                         (uv_handle_t *)&sup->spawn_pacer, (uv_handle_t *)&sup->spawn_recheck,
-                         (uv_handle_t *)&sup->reap_turn, (uv_handle_t *)&sup->drain_turn};
+    cr_notify_rx_stop(&sup->notify);
+    cr_reaper_close(&sup->reaper);
+    cr_cgtree_stop(&sup->cgtree);
+    cr_self_stop(&sup->self);
+    uv_handle_t *hs[] = {(uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spares.timer,
+                         (uv_handle_t *)&sup->pacer.turn, (uv_handle_t *)&sup->pacer.recheck,
+                         (uv_handle_t *)&sup->drain_turn};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
-            uv_close(hs[i], close_cb_noop);
+        close_handle(hs[i]);
+}
+
+void cr_supervisor_init_handles(struct cr_supervisor *sup)
+{
+    uv_timer_init(sup->loop, &sup->finish_timer);
+    uv_timer_init(sup->loop, &sup->spares.timer);
+    uv_idle_init(sup->loop, &sup->drain_turn);
+    sup->finish_timer.data = sup->spares.timer.data = sup->drain_turn.data = sup;
+    cr_pacer_init(sup);
 }
 
 /* Once stopping and empty, exit from the next loop turn: a control client
  * whose `stop` emptied the table still gets its answer queued first. */
 void cr_supervisor_maybe_finish(struct cr_supervisor *sup)
 {
-    if (!sup->stopping || sup->workers || sup->finish_timer.type == UV_UNKNOWN_HANDLE ||
+    if (sup->phase != CR_PHASE_STOPPING || sup->workers ||
+        sup->finish_timer.type == UV_UNKNOWN_HANDLE ||
         uv_is_active((uv_handle_t *)&sup->finish_timer) ||
         uv_is_closing((uv_handle_t *)&sup->finish_timer))
         return;

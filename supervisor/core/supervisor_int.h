@@ -17,14 +17,26 @@ struct cr_worker;
 /* An action's answer when no decision follows. */
 #define NOTHING _CR_WE_MAX
 
+/* An action of the table: what it does, and the event that follows (or
+ * NOTHING). Every action has one: tests/unit/core/test_actions.c links
+ * this list and checks every cell's. */
+typedef enum cr_wevent (*cr_action_fn)(struct cr_worker *w);
+extern const cr_action_fn cr_worker_actions[_CR_WA_MAX];
+
 /* ---- supervisor.c: the table's bookkeeping ------------------------------- */
 
+/* A new process-less worker with id (CR_SPARE_ID: a spare), linked into the
+ * table, in no slot yet; NULL: no memory. */
+struct cr_worker *cr_worker_alloc(struct cr_supervisor *sup, int id);
 /* Stops the worker's one deadline. */
 void cr_worker_clear_deadline(struct cr_worker *w);
 /* Links w into sup's list, ordered by id, after the workers of its slot. */
 void cr_worker_link(struct cr_supervisor *sup, struct cr_worker *w);
 /* Takes w out of its supervisor's list (it is not freed). */
 void cr_worker_unlink(struct cr_worker *w);
+/* w goes for good: role retiring, its slot no longer points at it (so the
+ * slot may be opened again), nothing queued. */
+void cr_worker_retire(struct cr_worker *w);
 /* Publishes a state change under the control protocol's name for it. */
 void cr_worker_publish_state(struct cr_worker *w, const char *name, const char *reason);
 /* The watchdog deadline when the worker sends heartbeats, else none. */
@@ -34,32 +46,44 @@ struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor
 /* An event about w, stamped with its id, pid, generation and last
  * transition; the caller adds the rest and publishes it. */
 struct cr_event cr_worker_stamp(const struct cr_worker *w, enum cr_event_type type);
+/* Why a draining worker goes: the drain's reason, unless corrald is killing
+ * it already (a SIGKILL sent), then that kill's. */
+enum cr_kill_reason cr_worker_drain_reason(const struct cr_worker *w, const char **ret_text);
 
 /* ---- recycle.c: rolling replacement -------------------------------------- */
 
-/* A replacement died (or could not be spawned) before it was ready: the old
- * worker keeps serving and is not recycled again before the restart policy's
- * delay; counted against a running reload. */
-void cr_recycle_failed(struct cr_worker *r, uint64_t now, uint64_t uptime);
+/* A replacement ready: it takes its slot, and the worker it replaces is
+ * drained. */
+void cr_recycle_took_over(struct cr_worker *r);
+/* The table's actions of a rolling replacement (CR_WA_QUEUE_RECYCLE,
+ * _RESTART_IN_PLACE, _START_REPLACEMENT, _PASS_SLOT, _REPLACEMENT_FAILED). */
+enum cr_wevent cr_recycle_act_queue(struct cr_worker *w);
+enum cr_wevent cr_recycle_act_restart_in_place(struct cr_worker *w);
+enum cr_wevent cr_recycle_act_start_replacement(struct cr_worker *w);
+enum cr_wevent cr_recycle_act_pass_slot(struct cr_worker *w);
+enum cr_wevent cr_recycle_act_failed(struct cr_worker *w);
 
 /* ---- spares.c: warm spares ----------------------------------------------- */
 
-/* Hands the slot of a dead worker that will be restarted to the first
- * frozen spare, which is thawed at once. False when no spare is frozen. */
-bool cr_spare_promote(struct cr_worker *dead);
-/* A spare died, or could not be made or frozen, on its own: delays the
- * next one by the restart policy. */
-void cr_spare_failed(struct cr_supervisor *sup, uint64_t uptime);
+/* A frozen spare ready to take a slot, or NULL. */
+struct cr_worker *cr_spare_frozen(struct cr_supervisor *sup);
+/* Hands the slot of dead (its holder) to the first frozen spare, which is
+ * thawed at once; dead's role becomes handed-over. The heir, or NULL when
+ * no spare is frozen. */
+struct cr_worker *cr_spare_promote(struct cr_worker *dead);
 /* The table's actions on spares (CR_WA_FREEZE, _POLL_FROZEN, _BECOME_SPARE,
- * _PROMOTE, _KILL_SPARE). */
+ * _PROMOTE, _KILL_SPARE, _SPARE_FAILED). */
 enum cr_wevent cr_spare_act_freeze(struct cr_worker *w);
 enum cr_wevent cr_spare_act_poll_frozen(struct cr_worker *w);
 enum cr_wevent cr_spare_act_become(struct cr_worker *w);
 enum cr_wevent cr_spare_act_promote(struct cr_worker *w);
 enum cr_wevent cr_spare_act_kill(struct cr_worker *w);
+enum cr_wevent cr_spare_act_failed(struct cr_worker *w);
 
 /* ---- pacer.c: the spawn pacer -------------------------------------------- */
 
+/* Sets up its handles (closed with the core). */
+void cr_pacer_init(struct cr_supervisor *sup);
 /* Something may have freed a starting slot: pending workers go on now. */
 void cr_pacer_kick(struct cr_supervisor *sup);
 /* The table's action on a wanted worker (CR_WA_QUEUE): it waits in

@@ -3,14 +3,22 @@
 #include "view.h"
 
 #include "cr_cgroup.h"
+#include "freeze.h"
 #include "internal.h"
+
+/* Serving: ready or blocked, and not on its way out. */
+static bool serving(const struct cr_worker *w)
+{
+    return (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) &&
+           (w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED ||
+            w->role == CR_ROLE_REPLACEMENT);
+}
 
 unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup)
 {
     unsigned n = 0;
     for (const struct cr_worker *w = sup->workers; w; w = w->next)
-        if ((w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) && !w->retire_on_exit)
-            n++;
+        n += serving(w);
     return n;
 }
 
@@ -29,12 +37,12 @@ unsigned cr_supervisor_target(const struct cr_supervisor *sup)
 
 bool cr_supervisor_stopping(const struct cr_supervisor *sup)
 {
-    return sup->stopping;
+    return sup->phase == CR_PHASE_STOPPING;
 }
 
 bool cr_supervisor_reloading(const struct cr_supervisor *sup)
 {
-    return sup->reloading;
+    return sup->phase == CR_PHASE_RELOADING;
 }
 
 const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup)
@@ -44,7 +52,7 @@ const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup)
 
 const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup)
 {
-    return sup->history;
+    return sup->deaths.history;
 }
 
 uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup)
@@ -75,37 +83,41 @@ const struct cr_worker *cr_view_next(const struct cr_worker *w)
 void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
 {
     const struct cr_supervisor *sup = w->sup;
+    const struct cr_gen *g = &w->g;
+    const struct cr_slot *slot = w->slot;
     uint64_t now = cr_now_ms(sup);
+    bool died = slot && slot->last_death != _CR_DEATH_MAX;
     *ret = (struct cr_worker_view){
-        .id = w->id,
-        .pid = w->pid,
-        .generation = w->generation,
+        .id = cr_worker_id(w),
+        .pid = g->pid,
+        .generation = g->generation,
         .state = w->state,
-        .uptime_ms = w->pid ? now - w->spawned_at : 0,
-        .last_report_ago_ms = w->pid ? now - w->last_report_at : 0,
-        .restarts = w->restarts,
-        .oom_events = w->oom_events,
-        .oom_kills = w->oom_kills,
-        .replaces = w->replaces != NULL,
-        .replaces_pid = w->replaces ? w->replaces->pid : 0,
-        .replaced_by = w->replaced_by != NULL,
-        .replaced_by_pid = w->replaced_by ? w->replaced_by->pid : 0,
-        .retiring = w->retire_on_exit,
-        .recycle_queued = w->recycle_queued,
-        .last = w->last,
-        .spoke = w->spoke,
-        .unannounced = w->unannounced && w->state != CR_WS_STARTING,
-        .heap_limit_given = w->heap_limit_given,
-        .rss = w->rss ? w->rss : w->last.rss,
-        .cg_usage = w->cg_usage,
-        .cg_limit = w->cg_limit,
+        .uptime_ms = g->pid ? now - g->spawned_at : 0,
+        .last_report_ago_ms = g->pid ? now - g->report.last_at : 0,
+        .restarts = slot ? slot->restarts : 0,
+        .oom_kills = slot ? slot->oom_kills : 0,
+        .oom_events = g->cg.oom_events,
+        .role = w->role,
+        .replaces_pid =
+            w->role == CR_ROLE_REPLACEMENT && slot && slot->holder ? slot->holder->g.pid : 0,
+        .replaced_by_pid =
+            w->role == CR_ROLE_REPLACED && slot && slot->replacement ? slot->replacement->g.pid : 0,
+        .retiring = w->role == CR_ROLE_RETIRING || w->role == CR_ROLE_HANDED_OVER,
+        .recycle_queued = w->intent == CR_INTENT_RECYCLE,
+        .last = g->report.last,
+        .spoke = g->report.speech != CR_SPEECH_SILENT,
+        .unannounced = w->readiness == CR_READINESS_ASSUMED && w->state != CR_WS_STARTING,
+        .heap_limit_given = g->heap_limit_given,
+        .rss = g->mem.rss ? g->mem.rss : g->report.last.rss,
+        .cg_usage = g->mem.cg_usage,
+        .cg_limit = g->cg.limit,
         .cg_soft = sup->cfg.memory_soft,
-        .cgroup = w->cg ? cr_cgroup_rel(w->cg) : NULL,
-        .verdict = w->verdict,
-        .verdict_text = w->verdict_text,
-        .status_text = w->status_text,
-        .last_death = w->last_death,
-        .last_death_reason = w->last_death_reason,
+        .cgroup = g->cg.cg ? cr_cgroup_rel(g->cg.cg) : NULL,
+        .verdict = g->mem.verdict,
+        .verdict_text = g->mem.verdict_text,
+        .status_text = g->report.status_text,
+        .last_death = died ? cr_death_to_string(slot->last_death) : NULL,
+        .last_death_reason = died ? slot->last_death_reason : NULL,
     };
 }
 
@@ -114,26 +126,23 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
     *ret = (struct cr_supervisor_view){
         .uptime_ms = cr_now_ms(sup) - sup->started_at,
         .started_wall_ms = sup->started_wall_ms,
-        .stopping = sup->stopping,
-        .reloading = sup->reloading,
+        .stopping = sup->phase == CR_PHASE_STOPPING,
+        .reloading = sup->phase == CR_PHASE_RELOADING,
         .target = sup->target,
         .ready = cr_supervisor_count_ready(sup),
         .listener = &sup->listener,
-        .cgroups = sup->cgroups,
-        .cg_layout = sup->cg_layout,
-        .cg_workers = sup->cg_workers ? cr_cgroup_rel(sup->cg_workers) : NULL,
-        .deaths_by_category = sup->deaths_by_category,
+        .cgroups = sup->cgtree.on,
+        .cg_layout = sup->cgtree.layout,
+        .cg_workers = cr_cgtree_workers_rel(&sup->cgtree),
+        .deaths_by_category = sup->deaths.by_category,
         .config = &sup->cfg,
-        .worker_path = sup->worker_path,
+        .worker_path = cr_spawner_worker_path(&sup->spawner),
         .spares_target = sup->cfg.spares,
         .spares_frozen = cr_supervisor_count_state(sup, CR_WS_SPARE),
         .spares_starting = cr_supervisor_count_state(sup, CR_WS_SPARE_STARTING) +
                            cr_supervisor_count_state(sup, CR_WS_FREEZING),
-        .promotions = sup->promotions,
-        .early_promotions = sup->early_promotions,
-        .exit_notice = sup->exit_notice[0] ? sup->exit_notice : "off",
-        .freezer = sup->freezer_kind == CR_FREEZER_NONE
-                       ? "SIGSTOP"
-                       : cr_freezer_kind_to_string((enum cr_freezer_kind)sup->freezer_kind),
+        .promotions = sup->spares.promotions,
+        .early_promotions = sup->spares.early_promotions,
+        .freezer = cr_freeze_method(&sup->freezing),
     };
 }

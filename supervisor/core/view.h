@@ -8,9 +8,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cr_cgroup.h"
 #include "death.h"
 #include "lifecycle.h"
 #include "notify.h"
+#include "trend.h"
 
 struct cr_supervisor;
 struct cr_worker;
@@ -44,10 +46,13 @@ struct cr_worker_view {
     enum cr_wstate state;
     uint64_t uptime_ms;          /* 0 without a process */
     uint64_t last_report_ago_ms; /* 0 without a process */
-    unsigned restarts, oom_events, oom_kills;
-    bool replaces, replaced_by; /* a replacement starting for / being replaced by */
-    pid_t replaces_pid, replaced_by_pid;
-    bool retiring, recycle_queued;
+    unsigned restarts, oom_kills; /* the slot's, every generation */
+    unsigned oom_events;          /* this generation's */
+    enum cr_role role;
+    pid_t replaces_pid;    /* role replacement: the holder it replaces (0: gone) */
+    pid_t replaced_by_pid; /* role replaced: its replacement starting (0: none) */
+    bool retiring;         /* it goes for good (its role: retiring, or handed over) */
+    bool recycle_queued;
     struct cr_notify_msg last; /* the sticky fields of the worker's reports; a field
                                   is known only when its CR_NF_ bit is in last.present */
     bool spoke;                /* it has sent a notify message (else last_report_ago_ms
@@ -58,8 +63,10 @@ struct cr_worker_view {
     uint64_t cg_usage, cg_limit;
     uint64_t cg_soft;          /* --memory-soft (0 = none) */
     const char *cgroup;        /* relative path, or NULL */
-    int verdict;               /* enum cr_verdict */
-    const char *verdict_text, *status_text, *last_death, *last_death_reason;
+    enum cr_trend_verdict verdict;
+    const char *verdict_text, *status_text;
+    const char *last_death;        /* the slot's last death's category, or NULL: none */
+    const char *last_death_reason;
 };
 
 void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret);
@@ -70,7 +77,7 @@ struct cr_supervisor_view {
     unsigned target, ready;
     const struct cr_listener *listener;
     bool cgroups;
-    int cg_layout;          /* enum cr_cgroup_layout */
+    enum cr_cgroup_layout cg_layout;
     const char *cg_workers; /* relative path of the workers' parent group, or NULL */
     const unsigned *deaths_by_category; /* _CR_DEATH_MAX counts */
     const struct cr_config *config;
@@ -78,7 +85,6 @@ struct cr_supervisor_view {
     unsigned spares_target, spares_frozen, spares_starting; /* starting: forked or freezing */
     unsigned promotions;   /* spares that took a dead worker's slot */
     unsigned early_promotions; /* of them, on the kernel's exit notice, before the reap */
-    const char *exit_notice;   /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
     const char *freezer;   /* how spares are frozen: "cgroup.freeze", "v1-freezer", "SIGSTOP" */
 };
 

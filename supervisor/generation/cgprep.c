@@ -1,5 +1,5 @@
 /* cgprep: see cgprep.h. The threadpool's side touches nothing but its
- * struct prep: no worker, no supervisor, no log. */
+ * struct prep: no generation, no supervisor, no log. */
 #include "cgprep.h"
 
 #include <errno.h>
@@ -10,13 +10,16 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "cgtree.h"
+#include "config.h"
 #include "cr_cgroup.h"
-#include "internal.h"
+#include "gen.h"
 
 struct cr_cg_prep {
     uv_work_t req;
-    struct cr_worker *w; /* NULL once dropped: removed when done */
-    void (*made)(struct cr_supervisor *sup);
+    struct cr_gen *g; /* NULL once dropped: removed when done */
+    void (*made)(void *ctx);
+    void *ctx;
     char rel[256];
     unsigned generation;
     uint64_t max, high;
@@ -27,24 +30,6 @@ struct cr_cg_prep {
     int r;
     bool done;
 };
-
-/* Generations never repeat within a slot, even when a new worker takes the
- * id of one still draining (each has a cgroup of its own), nor when a group
- * made ahead is dropped: its name stays reserved, so removing it late can
- * never remove a newer worker's group. */
-unsigned cr_slot_next_generation(struct cr_supervisor *sup, int id)
-{
-    if ((size_t)id >= sup->ngenerations) {
-        size_t n = (size_t)id + 16;
-        unsigned *g = realloc(sup->generations, n * sizeof(*g));
-        if (!g)
-            return 0;
-        memset(g + sup->ngenerations, 0, (n - sup->ngenerations) * sizeof(*g));
-        sup->generations = g;
-        sup->ngenerations = n;
-    }
-    return ++sup->generations[id];
-}
 
 /* In the threadpool. Besides the group, room in the descriptor table:
  * once corrald has threads (this pool), the kernel grows a shared table
@@ -88,92 +73,91 @@ static void made(uv_work_t *req, int status)
 {
     struct cr_cg_prep *p = req->data;
     p->done = true;
-    if (!p->w) {
+    if (!p->g) {
         discard(p);
         return;
     }
     if (status < 0)
         p->r = status;
-    p->made(p->w->sup); /* its turn may have been waiting for it */
+    p->made(p->ctx); /* its turn may have been waiting for it */
 }
 
-void cr_cg_prep_start(struct cr_worker *w, void (*made_cb)(struct cr_supervisor *sup))
+void cr_cg_prep_start(struct cr_gen *g, unsigned generation, int fd_room,
+                      void (*made_cb)(void *ctx), void *ctx)
 {
-    struct cr_supervisor *sup = w->sup;
-    if (!sup->cgroups || w->prep || w->id == CR_SPARE_ID)
+    const struct cr_gen_host *h = g->host;
+    if (!h->cgtree->on || g->prep || g->id == CR_SPARE_ID || !generation)
         return;
     struct cr_cg_prep *p = calloc(1, sizeof(*p));
     if (!p)
         return; /* the spawn makes it itself */
-    unsigned gen = cr_slot_next_generation(sup, w->id); /* the spawn's, if it takes the group */
-    if (!gen || snprintf(p->rel, sizeof(p->rel), "%s/w%d-%u", cr_cgroup_rel(sup->cg_workers), w->id,
-                 gen) >= (int)sizeof(p->rel)) {
+    if (snprintf(p->rel, sizeof(p->rel), "%s/w%d-%u", cr_cgtree_workers_rel(h->cgtree), g->id,
+                 generation) >= (int)sizeof(p->rel)) {
         free(p);
         return;
     }
-    p->w = w;
+    p->g = g;
     p->made = made_cb;
-    p->generation = gen;
-    /* ~6 descriptors a worker (docs/architecture.md), twice over. */
-    p->fd_room = 64 + 12 * (int)(sup->target + sup->cfg.spares);
-    p->max = sup->cfg.memory_max;
-    p->high = sup->cfg.memory_high;
+    p->ctx = ctx;
+    p->generation = generation;
+    p->fd_room = fd_room;
+    p->max = h->cfg->memory_max;
+    p->high = h->cfg->memory_high;
     p->req.data = p;
-    if (uv_queue_work(sup->loop, &p->req, make, made) < 0) {
+    if (uv_queue_work(h->loop, &p->req, make, made) < 0) {
         free(p);
         return;
     }
-    w->prep = p;
+    g->prep = p;
 }
 
-unsigned cr_cg_prep_generation(const struct cr_worker *w)
+unsigned cr_cg_prep_generation(const struct cr_gen *g)
 {
-    const struct cr_cg_prep *p = w->prep;
+    const struct cr_cg_prep *p = g->prep;
     return p && p->done && p->r == 0 ? p->generation : 0;
 }
 
-bool cr_cg_prep_busy(const struct cr_worker *w)
+bool cr_cg_prep_busy(const struct cr_gen *g)
 {
-    return w->prep && !w->prep->done;
+    return g->prep && !g->prep->done;
 }
 
-bool cr_cg_prep_take(struct cr_worker *w, struct cr_cgroup_events *ret_own0)
+bool cr_cg_prep_take(struct cr_gen *g, struct cr_cgroup_events *ret_own0)
 {
-    struct cr_cg_prep *p = w->prep;
+    struct cr_cg_prep *p = g->prep;
     if (!p)
         return false;
-    w->prep = NULL;
+    g->prep = NULL;
     if (!p->done) { /* still on its way: the spawn makes its own */
-        p->w = NULL;
+        p->g = NULL;
         return false;
     }
-    const struct cr_config *c = &w->sup->cfg;
+    const struct cr_config *c = g->host->cfg;
     int high = c->memory_high == p->high ? 0
                : cr_cgroup_set_high(p->cg, c->memory_high ? c->memory_high : CR_CGROUP_UNLIMITED);
-    if (p->r < 0 || p->generation != w->generation ||
+    if (p->r < 0 || p->generation != g->generation ||
         (c->memory_max != p->max &&
          cr_cgroup_set_max(p->cg, c->memory_max ? c->memory_max : CR_CGROUP_UNLIMITED) < 0) ||
         (high < 0 && high != -EOPNOTSUPP)) { /* v1 has no memory.high */
         discard(p);
         return false;
     }
-    w->cg = p->cg;
-    w->cg_limit = c->memory_max;
-    w->cg_usage = w->cg_peak = 0;
+    g->cg.cg = p->cg;
+    g->cg.limit = c->memory_max;
     bool read = p->own0_read;
     *ret_own0 = p->own0;
     free(p);
     return read;
 }
 
-void cr_cg_prep_drop(struct cr_worker *w)
+void cr_cg_prep_drop(struct cr_gen *g)
 {
-    struct cr_cg_prep *p = w->prep;
+    struct cr_cg_prep *p = g->prep;
     if (!p)
         return;
-    w->prep = NULL;
+    g->prep = NULL;
     if (p->done)
         discard(p);
     else
-        p->w = NULL;
+        p->g = NULL;
 }

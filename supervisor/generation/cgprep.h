@@ -18,25 +18,26 @@
 #include <stdbool.h>
 
 struct cr_cgroup_events;
-struct cr_supervisor;
-struct cr_worker;
+struct cr_gen;
 
-/* Starts making the group of w's next generation in the threadpool; a
- * no-op when one is made or on its way, or without per-worker cgroups.
- * made(sup) is called on the loop once it is made (and w still wants it). */
-void cr_cg_prep_start(struct cr_worker *w, void (*made)(struct cr_supervisor *sup));
-/* The next generation of slot id (never 0 but on failure: 0). */
-unsigned cr_slot_next_generation(struct cr_supervisor *sup, int id);
-/* The generation reserved for w's group made ahead, if it is made; else 0
+/* Starts making the group of g's next generation, number `generation`
+ * (reserved by the caller: it is never handed out again), in the
+ * threadpool; a no-op when one is made or on its way, or without
+ * per-worker cgroups. fd_room: the descriptors corrald's table should
+ * have room for (see make). made(ctx) is called on the loop once it is
+ * made (and g still wants it). */
+void cr_cg_prep_start(struct cr_gen *g, unsigned generation, int fd_room,
+                      void (*made)(void *ctx), void *ctx);
+/* The generation reserved for g's group made ahead, if it is made; else 0
  * (the spawn then takes the next one). */
-unsigned cr_cg_prep_generation(const struct cr_worker *w);
-/* Whether a group is on its way for w, not made yet. */
-bool cr_cg_prep_busy(const struct cr_worker *w);
-/* At the spawn, once w->generation is set (from cr_cg_prep_generation
- * when a group was made): w->cg becomes the made group when it is this
+unsigned cr_cg_prep_generation(const struct cr_gen *g);
+/* Whether a group is on its way for g, not made yet. */
+bool cr_cg_prep_busy(const struct cr_gen *g);
+/* At the spawn, once g->generation is set (from cr_cg_prep_generation
+ * when a group was made): g's group becomes the made one when it is this
  * generation's (its limits brought up to date); else the made group is
- * removed and w->cg stays NULL. True when w->cg was taken with its
- * counters as the maker read them (*ret_own0), for the death baseline. */
-bool cr_cg_prep_take(struct cr_worker *w, struct cr_cgroup_events *ret_own0);
-/* w goes away: its group, made or on its way, is removed once done. */
-void cr_cg_prep_drop(struct cr_worker *w);
+ * removed and g has none yet. True when it was taken with its counters as
+ * the maker read them (*ret_own0), for the death baseline. */
+bool cr_cg_prep_take(struct cr_gen *g, struct cr_cgroup_events *ret_own0);
+/* g goes away: its group, made or on its way, is removed once done. */
+void cr_cg_prep_drop(struct cr_gen *g);

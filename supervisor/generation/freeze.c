@@ -11,23 +11,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cr_cgroup.h"
-#include "internal.h"
+#include "gen.h"
 #include "log.h"
+#include "reaper.h"
 #include "textfile.h"
-#include "worker_io.h"
 
-void cr_freeze_setup(struct cr_supervisor *sup)
+void cr_freeze_setup(struct cr_freezing *fz, bool cgroups, unsigned spares)
 {
     enum cr_freezer_kind k = CR_FREEZER_NONE;
-    sup->freezer_kind = CR_FREEZER_NONE;
-    if (!sup->cgroups || cr_freezer_detect(&k) < 0 || k == CR_FREEZER_NONE)
+    fz->kind = CR_FREEZER_NONE;
+    if (!cgroups || cr_freezer_detect(&k) < 0 || k == CR_FREEZER_NONE)
         goto out;
     if (k == CR_FREEZER_V2) {
-        sup->freezer_kind = k;
+        fz->kind = k;
         goto out;
     }
     char *own = NULL, *base = NULL;
@@ -36,66 +35,56 @@ void cr_freeze_setup(struct cr_supervisor *sup)
     unsigned killed = 0, left = 0;
     if (cr_freezer_reclaim_v1(own, "corral-", &killed, &left) == 0 && (killed || left))
         cr_log(CR_LOG_NOTICE, "reclaimed freezer groups of a dead corrald under %s: %u "
-                              "process(es) killed%s", own, killed, left ? ", some groups left" : "");
-    if (!sup->cfg.spares) {
+                              "process(es) killed%s",
+               own, killed, left ? ", some groups left" : "");
+    if (!spares) {
         free(own);
         goto out; /* made only when used; `set spares` later uses SIGSTOP */
     }
     struct cr_freezer *f = NULL;
     if (asprintf(&base, "%s/corral-%d", strcmp(own, "/") ? own : "", (int)getpid()) >= 0 &&
         cr_freezer_open(NULL, base, true, &f) == 0) {
-        sup->freezer_kind = k;
-        sup->freezer_base = base;
+        fz->kind = k;
+        fz->base = base;
         base = NULL;
     }
     cr_freezer_free(f);
     free(base);
     free(own);
 out:
-    if (sup->cfg.spares)
-        cr_log(CR_LOG_INFO, "spares are frozen with %s", cr_freeze_method(sup));
+    if (spares)
+        cr_log(CR_LOG_INFO, "spares are frozen with %s", cr_freeze_method(fz));
 }
 
-const char *cr_freeze_method(const struct cr_supervisor *sup)
+const char *cr_freeze_method(const struct cr_freezing *fz)
 {
-    return sup->freezer_kind == CR_FREEZER_NONE
-               ? "SIGSTOP"
-               : cr_freezer_kind_to_string((enum cr_freezer_kind)sup->freezer_kind);
+    return fz->kind == CR_FREEZER_NONE ? "SIGSTOP" : cr_freezer_kind_to_string(fz->kind);
 }
 
-int cr_freeze_prepare(struct cr_worker *w)
+int cr_freeze_prepare(struct cr_gen *g)
 {
-    struct cr_supervisor *sup = w->sup;
-    w->freezer = cr_freezer_free(w->freezer);
-    if (sup->freezer_kind == CR_FREEZER_V2)
-        return w->cg ? cr_freezer_open(w->cg, NULL, false, &w->freezer) : -ENODEV;
-    if (sup->freezer_kind != CR_FREEZER_V1)
+    const struct cr_freezing *fz = g->host->freezing;
+    g->freezer = cr_freezer_free(g->freezer);
+    if (fz->kind == CR_FREEZER_V2)
+        return g->cg.cg ? cr_freezer_open(g->cg.cg, NULL, false, &g->freezer) : -ENODEV;
+    if (fz->kind != CR_FREEZER_V1)
         return 0;
     char *rel = NULL;
-    if (asprintf(&rel, "%s/s%u", sup->freezer_base, w->generation) < 0)
+    if (asprintf(&rel, "%s/s%u", fz->base, g->generation) < 0)
         return -ENOMEM;
-    int r = cr_freezer_open(NULL, rel, true, &w->freezer);
+    int r = cr_freezer_open(NULL, rel, true, &g->freezer);
     free(rel);
     return r;
 }
 
-/* SIGSTOP/SIGCONT through the pidfd, outside the kill ledger: a stop is
- * not a kill, and the death classifier must not hear of it. */
-static int stop_signal(struct cr_worker *w, int sig)
+/* Without a freezer: SIGSTOP/SIGCONT through the pidfd, outside the kill
+ * ledger (a stop is not a kill, and the death classifier must not hear
+ * of it). */
+int cr_freeze_set(struct cr_gen *g, bool frozen)
 {
-    int pidfd = cr_io_pidfd(w);
-    if (!w->pid)
-        return -ESRCH;
-    int r = pidfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0)
-                       : kill(w->pid, sig);
-    return r < 0 ? -errno : 0;
-}
-
-int cr_freeze_set(struct cr_worker *w, bool frozen)
-{
-    if (w->freezer)
-        return cr_freezer_set(w->freezer, frozen);
-    return stop_signal(w, frozen ? SIGSTOP : SIGCONT);
+    if (g->freezer)
+        return cr_freezer_set(g->freezer, frozen);
+    return cr_reaper_stop_signal(g, frozen ? SIGSTOP : SIGCONT);
 }
 
 /* SIGSTOP takes effect once the target is scheduled to take the signal:
@@ -110,33 +99,33 @@ static int stopped(pid_t pid)
     return *state == 'T' || *state == 't';
 }
 
-int cr_freeze_done(struct cr_worker *w)
+int cr_freeze_done(struct cr_gen *g)
 {
-    if (!w->freezer)
-        return stopped(w->pid);
+    if (!g->freezer)
+        return stopped(g->pid);
     enum cr_freeze_state s;
-    int r = cr_freezer_state(w->freezer, &s);
+    int r = cr_freezer_state(g->freezer, &s);
     return r < 0 ? r : s == CR_FREEZE_FROZEN;
 }
 
-void cr_freeze_release(struct cr_worker *w)
+void cr_freeze_release(struct cr_gen *g)
 {
-    if (w->freezer && cr_freezer_remove(w->freezer) < 0)
-        cr_log(CR_LOG_DEBUG, "worker %d: freezer group %s not removed yet", w->id,
-               cr_freezer_rel(w->freezer));
-    w->freezer = cr_freezer_free(w->freezer);
+    if (g->freezer && cr_freezer_remove(g->freezer) < 0)
+        cr_log(CR_LOG_DEBUG, "worker %d: freezer group %s not removed yet", g->id,
+               cr_freezer_rel(g->freezer));
+    g->freezer = cr_freezer_free(g->freezer);
 }
 
-void cr_freeze_teardown(struct cr_supervisor *sup)
+void cr_freeze_teardown(struct cr_freezing *fz)
 {
-    if (!sup->freezer_base)
+    if (!fz->base)
         return;
     /* Every spare was reaped and its group removed (a task leaves its
      * group when it exits, so the rmdir after the reap succeeds). */
     struct cr_freezer *f = NULL;
-    if (cr_freezer_open(NULL, sup->freezer_base, false, &f) == 0 && cr_freezer_remove(f) < 0)
-        cr_log(CR_LOG_WARNING, "freezer group %s not removed", sup->freezer_base);
+    if (cr_freezer_open(NULL, fz->base, false, &f) == 0 && cr_freezer_remove(f) < 0)
+        cr_log(CR_LOG_WARNING, "freezer group %s not removed", fz->base);
     cr_freezer_free(f);
-    free(sup->freezer_base);
-    sup->freezer_base = NULL;
+    free(fz->base);
+    fz->base = NULL;
 }

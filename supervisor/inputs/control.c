@@ -16,9 +16,8 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "config.h"
 #include "log.h"
-#include "internal.h"
-#include "supervisor.h"
 
 struct client {
     struct cr_control *ctl;
@@ -40,7 +39,8 @@ struct client {
 };
 
 struct cr_control {
-    struct cr_supervisor *sup;
+    uv_loop_t *loop;
+    const struct cr_config *cfg;
     const struct cr_ctl_ops *ops;
     void *ops_ctx;
     uv_pipe_t server;
@@ -423,7 +423,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     c->uid = cr.uid;
     c->pid = cr.pid;
-    if (ctl->nclients > ctl->sup->cfg.control_max_clients) {
+    if (ctl->nclients > ctl->cfg->control_max_clients) {
         send_error(c, CR_E_BUSY, "too many control clients");
         client_finish(c, true);
         return;
@@ -594,23 +594,23 @@ static int bind_socket(struct cr_control *ctl)
     return r;
 }
 
-static int control_config(struct cr_control *ctl, const struct cr_supervisor *sup)
+static int control_config(struct cr_control *ctl, const struct cr_config *cfg)
 {
-    ctl->path = sup->cfg.control ? strdup(sup->cfg.control) : default_path();
+    ctl->path = cfg->control ? strdup(cfg->control) : default_path();
     if (!ctl->path || asprintf(&ctl->lock_path, "%s.lock", ctl->path) < 0) {
         ctl->lock_path = NULL; /* undefined after a failed asprintf; control_free frees it */
         return -ENOMEM;
     }
-    int r = parse_uids(ctl, sup->cfg.control_allow_uids);
+    int r = parse_uids(ctl, cfg->control_allow_uids);
     if (r < 0) {
         cr_log(CR_LOG_ERR, "--control-allow-uid: '%s' is not a list of uids",
-               sup->cfg.control_allow_uids);
+               cfg->control_allow_uids);
         return r;
     }
-    if (sup->cfg.control_group) {
-        struct group *g = getgrnam(sup->cfg.control_group);
+    if (cfg->control_group) {
+        struct group *g = getgrnam(cfg->control_group);
         if (!g) {
-            cr_log(CR_LOG_ERR, "--control-group: no group '%s'", sup->cfg.control_group);
+            cr_log(CR_LOG_ERR, "--control-group: no group '%s'", cfg->control_group);
             return -ENOENT;
         }
         ctl->group = g->gr_gid;
@@ -618,18 +618,20 @@ static int control_config(struct cr_control *ctl, const struct cr_supervisor *su
     return 0;
 }
 
-int cr_control_open(struct cr_supervisor *sup)
+int cr_control_open(uv_loop_t *loop, const struct cr_config *cfg, const struct cr_ctl_ops *ops,
+                    void *ops_ctx, struct cr_control **ret)
 {
     struct cr_control *ctl = calloc(1, sizeof(*ctl));
     if (!ctl)
         return -ENOMEM;
-    ctl->sup = sup;
-    ctl->ops = &cr_control_core_ops;
-    ctl->ops_ctx = sup;
+    ctl->loop = loop;
+    ctl->cfg = cfg;
+    ctl->ops = ops;
+    ctl->ops_ctx = ops_ctx;
     ctl->group = (gid_t)-1;
     ctl->lock_fd = -1;
-    ctl->idle_ms = sup->cfg.control_idle_ms;
-    int r = control_config(ctl, sup);
+    ctl->idle_ms = cfg->control_idle_ms;
+    int r = control_config(ctl, cfg);
     if (r >= 0 && (r = take_lock(ctl)) < 0 && r != -EADDRINUSE)
         cr_log(CR_LOG_ERR, "control socket lock %s: %s", ctl->lock_path, strerror(-r));
     if (r >= 0)
@@ -638,7 +640,7 @@ int cr_control_open(struct cr_supervisor *sup)
         control_free(ctl);
         return r;
     }
-    uv_pipe_init(sup->loop, &ctl->server, 0);
+    uv_pipe_init(loop, &ctl->server, 0);
     ctl->server.data = ctl;
     if ((r = bind_socket(ctl)) < 0) {
         /* Freed once the loop has closed the handle. */
@@ -646,7 +648,7 @@ int cr_control_open(struct cr_supervisor *sup)
         return r;
     }
     cr_log(CR_LOG_INFO, "control socket at %s", ctl->path);
-    sup->control = ctl;
+    *ret = ctl;
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* The control dispatcher's operations bound to the real supervisor: each
- * one calls the core's public functions (supervisor.h, history.h) and
- * nothing else. ctx is the struct cr_supervisor. */
+ * one calls the core's public functions (supervisor.h, operations.h,
+ * view.h) and the outputs' (status.h, metrics.h), nothing else. ctx is a
+ * struct cr_control_core (control.h). */
 #include <errno.h>
 
 #include "control.h"
@@ -11,19 +12,26 @@
 #include "supervisor.h"
 #include "view.h"
 
+static struct cr_supervisor *sup_of(void *ctx)
+{
+    return ((struct cr_control_core *)ctx)->sup;
+}
+
 static cJSON *op_status(void *ctx)
 {
-    return cr_status_json(ctx);
+    const struct cr_control_core *cc = ctx;
+    struct cr_status_extra x = {.exit_notice = cc->exit_notice(cc->exit_notice_ctx)};
+    return cr_status_json(cc->sup, &x);
 }
 
 static cJSON *op_workers(void *ctx)
 {
-    return cr_workers_json(ctx);
+    return cr_workers_json(sup_of(ctx));
 }
 
 static int op_worker(void *ctx, int id, cJSON **ret)
 {
-    struct cr_worker *w = cr_supervisor_worker(ctx, id);
+    struct cr_worker *w = cr_supervisor_worker(sup_of(ctx), id);
     if (!w)
         return -ENOENT;
     *ret = cr_worker_json(w);
@@ -32,28 +40,28 @@ static int op_worker(void *ctx, int id, cJSON **ret)
 
 static size_t op_history_len(void *ctx)
 {
-    return cr_history_len(cr_supervisor_history(ctx));
+    return cr_history_len(cr_supervisor_history(sup_of(ctx)));
 }
 
 static cJSON *op_history(void *ctx, size_t i)
 {
-    const struct cr_postmortem *pm = cr_history_get(cr_supervisor_history(ctx), i);
+    const struct cr_postmortem *pm = cr_history_get(cr_supervisor_history(sup_of(ctx)), i);
     return pm ? cr_postmortem_to_json(pm) : NULL;
 }
 
 static int op_scale(void *ctx, unsigned n)
 {
-    return cr_supervisor_scale(ctx, n);
+    return cr_supervisor_scale(sup_of(ctx), n);
 }
 
 static int op_restart(void *ctx, int id)
 {
-    return cr_supervisor_restart(ctx, id, "restart requested");
+    return cr_supervisor_restart(sup_of(ctx), id, "restart requested");
 }
 
 static int op_reload(void *ctx)
 {
-    struct cr_supervisor *sup = ctx;
+    struct cr_supervisor *sup = sup_of(ctx);
     if (cr_supervisor_stopping(sup))
         return -ESHUTDOWN;
     cr_supervisor_reload(sup, "control socket");
@@ -62,22 +70,22 @@ static int op_reload(void *ctx)
 
 static int op_kill(void *ctx, int id, int sig)
 {
-    return cr_supervisor_kill(ctx, id, sig);
+    return cr_supervisor_kill(sup_of(ctx), id, sig);
 }
 
 static int op_set(void *ctx, const char *key, const char *value, char *err, size_t errlen)
 {
-    return cr_supervisor_set(ctx, key, value, err, errlen);
+    return cr_supervisor_set(sup_of(ctx), key, value, err, errlen);
 }
 
 static char *op_metrics(void *ctx)
 {
-    return cr_metrics_text(ctx);
+    return cr_metrics_text(sup_of(ctx));
 }
 
 static void op_stop(void *ctx)
 {
-    cr_supervisor_stop(ctx);
+    cr_supervisor_stop(sup_of(ctx));
 }
 
 const struct cr_ctl_ops cr_control_core_ops = {

@@ -1,4 +1,4 @@
-/* What a worker's notify message changes: its last report (sticky
+/* What a worker's notify message changes: its report (sticky
  * metrics), READY=1 and WATCHDOG=1 as lifecycle events, X_FATAL, and the
  * request cap. An input: it calls down into the core. */
 #pragma once

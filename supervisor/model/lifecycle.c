@@ -26,6 +26,9 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
+        [CR_WE_EXEC_FAILED] = T(EXEC_FAILED, NOTE_EXEC_FAILED),
+        [CR_WE_RECYCLE] = T(STARTING, QUEUE_RECYCLE),
+        [CR_WE_RESTART_IN_PLACE] = T(STARTING, RESTART_IN_PLACE),
     },
     [CR_WS_READY] = {
         [CR_WE_EXIT_NOTICE] = T(READY, HAND_OVER),
@@ -35,6 +38,8 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DEADLINE] = T(BLOCKED, FLAG_BLOCKED),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
+        [CR_WE_RECYCLE] = T(READY, QUEUE_RECYCLE),
+        [CR_WE_REPLACE_TURN] = T(READY, START_REPLACEMENT),
     },
     [CR_WS_BLOCKED] = {
         [CR_WE_EXIT_NOTICE] = T(BLOCKED, HAND_OVER),
@@ -43,6 +48,8 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DEADLINE] = T(KILLING, KILL_HANG),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
+        [CR_WE_RECYCLE] = T(BLOCKED, QUEUE_RECYCLE),
+        [CR_WE_REPLACE_TURN] = T(BLOCKED, START_REPLACEMENT),
     },
     [CR_WS_DRAINING] = {
         [CR_WE_DEADLINE] = T(DRAINING, KILL_STOP_TIMEOUT),
@@ -55,6 +62,10 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
     [CR_WS_EXITED] = {
+        [CR_WE_DIED] = T(EXITED, DECIDE),
+        [CR_WE_REPLACED_DIED] = T(EXITED, PASS_SLOT),
+        [CR_WE_REPLACEMENT_DIED] = T(EXITED, REPLACEMENT_FAILED),
+        [CR_WE_SPARE_DIED] = T(EXITED, SPARE_FAILED),
         [CR_WE_RESTART] = T(BACKOFF, ARM_RESTART),
         [CR_WE_REPLACE] = T(BACKOFF, ARM_RESTART),
         [CR_WE_BUDGET_SPENT] = T(FAILED, MARK_FAILED),
@@ -78,6 +89,7 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
+        [CR_WE_EXEC_FAILED] = T(EXEC_FAILED, NOTE_EXEC_FAILED),
     },
     [CR_WS_FREEZING] = {
         [CR_WE_FROZEN] = T(SPARE, BECOME_SPARE),
@@ -92,6 +104,11 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     },
     [CR_WS_DYING] = {
         [CR_WE_DEADLINE] = T(DYING, KILL_DYING),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+    },
+    /* Exiting by itself: a drain has nothing to add, the reap follows. */
+    [CR_WS_EXEC_FAILED] = {
+        [CR_WE_DEADLINE] = T(EXEC_FAILED, KILL_START_TIMEOUT),
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
 };
@@ -132,6 +149,8 @@ static const struct {
                         .deadline = "look at the freezer again"},
     [CR_WS_SPARE] = {"spare", .process = true, .spare = true},
     [CR_WS_DYING] = {"dying", .process = true, .deadline = "stop timeout, then SIGKILL"},
+    [CR_WS_EXEC_FAILED] = {"exec-failed", .process = true,
+                           .deadline = "start timeout, then SIGKILL"},
 };
 
 bool cr_wstate_spawned(enum cr_wstate s)
@@ -142,6 +161,11 @@ bool cr_wstate_spawned(enum cr_wstate s)
 bool cr_wstate_spare(enum cr_wstate s)
 {
     return (unsigned)s < _CR_WS_MAX && states[s].spare;
+}
+
+bool cr_wstate_sampled(enum cr_wstate s)
+{
+    return cr_wstate_has_process(s) && !cr_wstate_spare(s) && s != CR_WS_EXEC_FAILED;
 }
 
 bool cr_wstate_has_process(enum cr_wstate s)
@@ -185,6 +209,14 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_PROMOTE] = "promote",
     [CR_WE_EXIT_NOTICE] = "exit-notice",
     [CR_WE_HANDED_OVER] = "handed-over",
+    [CR_WE_EXEC_FAILED] = "exec-failed",
+    [CR_WE_RECYCLE] = "recycle",
+    [CR_WE_RESTART_IN_PLACE] = "restart-in-place",
+    [CR_WE_REPLACE_TURN] = "replace-turn",
+    [CR_WE_DIED] = "died",
+    [CR_WE_REPLACED_DIED] = "replaced-died",
+    [CR_WE_REPLACEMENT_DIED] = "replacement-died",
+    [CR_WE_SPARE_DIED] = "spare-died",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -217,7 +249,72 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_HAND_OVER] = "hand-over",
     [CR_WA_AWAIT_REAP] = "await-reap",
     [CR_WA_KILL_DYING] = "kill-dying",
+    [CR_WA_NOTE_EXEC_FAILED] = "note-exec-failed",
+    [CR_WA_QUEUE_RECYCLE] = "queue-recycle",
+    [CR_WA_RESTART_IN_PLACE] = "restart-in-place",
+    [CR_WA_START_REPLACEMENT] = "start-replacement",
+    [CR_WA_DECIDE] = "decide",
+    [CR_WA_PASS_SLOT] = "pass-slot",
+    [CR_WA_REPLACEMENT_FAILED] = "replacement-failed",
+    [CR_WA_SPARE_FAILED] = "spare-failed",
 };
+
+/* The roles: what each is called, what its reap leads to, whether its
+ * death is its slot's. */
+static const struct {
+    const char *name;
+    enum cr_wevent exit;
+    bool holds;
+} roles[_CR_ROLE_MAX] = {
+    [CR_ROLE_HOLDER] = {"holder", CR_WE_DIED, true},
+    [CR_ROLE_REPLACED] = {"replaced", CR_WE_REPLACED_DIED, true},
+    [CR_ROLE_REPLACEMENT] = {"replacement", CR_WE_REPLACEMENT_DIED, false},
+    [CR_ROLE_SPARE] = {"spare", CR_WE_SPARE_DIED, false},
+    [CR_ROLE_HANDED_OVER] = {"handed-over", CR_WE_RETIRE, true},
+    [CR_ROLE_RETIRING] = {"retiring", CR_WE_RETIRE, false},
+};
+
+enum cr_wevent cr_role_exit_event(enum cr_role r)
+{
+    return (unsigned)r < _CR_ROLE_MAX ? roles[r].exit : CR_WE_RETIRE;
+}
+
+bool cr_role_holds_slot(enum cr_role r)
+{
+    return (unsigned)r < _CR_ROLE_MAX && roles[r].holds;
+}
+
+bool cr_lifecycle_recyclable(enum cr_wstate s, enum cr_role r, enum cr_intent i)
+{
+    return r == CR_ROLE_HOLDER && i == CR_INTENT_NONE && cr_lifecycle_step(s, CR_WE_RECYCLE);
+}
+
+static const char *const intent_names[_CR_INTENT_MAX] = {
+    [CR_INTENT_NONE] = "none",
+    [CR_INTENT_RECYCLE] = "recycle",
+    [CR_INTENT_DRAIN] = "drain",
+};
+
+static const char *const readiness_names[_CR_READINESS_MAX] = {
+    [CR_READINESS_BY_MODE] = "by-mode",
+    [CR_READINESS_ANNOUNCED] = "announced",
+    [CR_READINESS_ASSUMED] = "assumed",
+};
+
+const char *cr_role_to_string(enum cr_role r)
+{
+    return (unsigned)r < _CR_ROLE_MAX ? roles[r].name : "?";
+}
+
+const char *cr_intent_to_string(enum cr_intent i)
+{
+    return (unsigned)i < _CR_INTENT_MAX ? intent_names[i] : "?";
+}
+
+const char *cr_readiness_to_string(enum cr_readiness r)
+{
+    return (unsigned)r < _CR_READINESS_MAX ? readiness_names[r] : "?";
+}
 
 const char *cr_wstate_to_string(enum cr_wstate s)
 {

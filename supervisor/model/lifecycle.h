@@ -21,8 +21,9 @@
  *      a process, and a deadline or an event that leaves it;
  *   4. add the events that enter and leave it (CR_WE_<NAME> before
  *      _CR_WE_MAX, with a name) and any new action (CR_WA_<NAME>, a name,
- *      and its function in supervisor.c's action list).
- * The invariant tests then say what is missing.
+ *      and its function in core/supervisor.c's action list).
+ * The invariant tests then say what is missing; a missing action function
+ * fails unit-actions, which links the real list (core/actions.h).
  *
  * Readiness modes (--ready) are cells too. In `starting` the deadline is
  * either the start timeout (readiness is announced: notify mode, or auto
@@ -32,6 +33,15 @@
  * of an auto worker is the SPOKE event. The crash-loop policy answers a
  * death with RESTART (counted), REPLACE (the worker had served: not
  * counted, at once) or BUDGET_SPENT.
+ *
+ * Beside its state, a worker has three typed sub-states the cells and
+ * actions read (never a flag): its role towards its slot (enum cr_role:
+ * whether its death is the slot's, and what follows it), corrald's intent
+ * for it (enum cr_intent: a recycle or a drain queued), and how its
+ * readiness is known (enum cr_readiness). What follows a reaped process is
+ * its role's exit event (cr_role_exit_event), answered by a cell of
+ * `exited`; whether a worker may be recycled now is answered by its state's
+ * RECYCLE cell, its role and its intent (cr_lifecycle_recyclable).
  */
 #pragma once
 
@@ -58,6 +68,8 @@ enum cr_wstate {
     CR_WS_SPARE,    /* a frozen warm spare: holds the socket, never runs, not capacity */
     CR_WS_DYING,    /* the kernel said it is exiting and a spare took its slot; its memory
                        is still being freed; deadline = stop timeout, then SIGKILL */
+    CR_WS_EXEC_FAILED, /* the child could not become the worker program (exec, its cgroup,
+                          corral-exec); it is exiting; deadline = start timeout, SIGKILL */
     _CR_WS_MAX,
 };
 
@@ -84,6 +96,14 @@ enum cr_wevent {
     CR_WE_PROMOTE,      /* a slot's worker died: this spare takes its slot */
     CR_WE_EXIT_NOTICE,  /* the kernel says the process is exiting (taskstats), not reaped yet */
     CR_WE_HANDED_OVER,  /* its slot went to a spare before the reap */
+    CR_WE_EXEC_FAILED,  /* the exec pipe says the program never ran */
+    CR_WE_RECYCLE,      /* a rolling replacement is asked for (queued if the state allows) */
+    CR_WE_RESTART_IN_PLACE, /* the recycle pump: a queued worker not ready yet restarts */
+    CR_WE_REPLACE_TURN, /* the recycle pump: a queued serving worker's replacement starts */
+    CR_WE_DIED,         /* reaped, and its slot's worker: the restart policy decides */
+    CR_WE_REPLACED_DIED, /* reaped while its replacement was starting: that one takes the slot */
+    CR_WE_REPLACEMENT_DIED, /* a replacement reaped (or not spawned) before it was ready */
+    CR_WE_SPARE_DIED,   /* a spare reaped (or not spawned) on its own */
     _CR_WE_MAX,
 };
 
@@ -117,6 +137,15 @@ enum cr_waction {
     CR_WA_HAND_OVER,          /* ask the restart policy now; a spare takes the slot → HANDED_OVER */
     CR_WA_AWAIT_REAP,         /* log the hand-over; arm the stop-timeout deadline */
     CR_WA_KILL_DYING,         /* SIGKILL: announced dead, still not reaped */
+    CR_WA_NOTE_EXEC_FAILED,   /* log it; arm the start timeout's SIGKILL */
+    CR_WA_QUEUE_RECYCLE,      /* queue a rolling replacement (intent recycle) and pump */
+    CR_WA_RESTART_IN_PLACE,   /* a planned drain of a worker that never served: → DRAIN */
+    CR_WA_START_REPLACEMENT,  /* start the replacement that takes the slot once ready */
+    CR_WA_DECIDE,             /* the restart policy on the slot's death; → RESTART, REPLACE or
+                                 BUDGET_SPENT */
+    CR_WA_PASS_SLOT,          /* the starting replacement becomes the slot's worker; → RETIRE */
+    CR_WA_REPLACEMENT_FAILED, /* the old worker keeps the slot, its next recycle waits; → RETIRE */
+    CR_WA_SPARE_FAILED,       /* the next spare waits like a restart after a crash; → RETIRE */
     _CR_WA_MAX,
 };
 
@@ -128,12 +157,59 @@ struct cr_transition {
 /* The cell for (state, event), or NULL when the event means nothing there. */
 const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e);
 
+/* A worker's role towards its slot. The slot (core/slot.h) owns what
+ * outlives a process; the role says whether this process's death is the
+ * slot's (recorded in its last death and counters) and which exit event
+ * follows its reap. */
+enum cr_role {
+    CR_ROLE_HOLDER,      /* the slot's worker: serves it, restarts in it */
+    CR_ROLE_REPLACED,    /* the slot's worker while its replacement starts */
+    CR_ROLE_REPLACEMENT, /* starting for the slot's worker; takes the slot once ready */
+    CR_ROLE_SPARE,       /* a warm spare: no slot until a promotion gives it one */
+    CR_ROLE_HANDED_OVER, /* dying: its slot went to an heir before the reap; the death is
+                            still the slot's */
+    CR_ROLE_RETIRING,    /* goes for good (stop, scale-down, replaced): its death is not
+                            the slot's */
+    _CR_ROLE_MAX,
+};
+
+/* What corrald means to do to a worker next. */
+enum cr_intent {
+    CR_INTENT_NONE,
+    CR_INTENT_RECYCLE, /* a rolling replacement is queued (the recycle pump starts it) */
+    CR_INTENT_DRAIN,   /* retiring; its SIGTERM waits for the drain pacer */
+    _CR_INTENT_MAX,
+};
+
+/* How a worker's readiness is known (--ready; docs/worker-protocol.md). */
+enum cr_readiness {
+    CR_READINESS_BY_MODE,   /* its mode assumes it at the starting deadline (exec, delay, or
+                               auto while it has not spoken) */
+    CR_READINESS_ANNOUNCED, /* by READY=1, under the start timeout (notify, or auto once it
+                               spoke, or READY=1 after readiness was assumed) */
+    CR_READINESS_ASSUMED,   /* ready by its mode without READY=1 (shown "unannounced") */
+    _CR_READINESS_MAX,
+};
+
+/* The event that follows the reap of a process in role r (or a spawn that
+ * made none): DIED for the slot's worker, REPLACED_DIED, REPLACEMENT_DIED,
+ * SPARE_DIED, or RETIRE for a worker whose death decides nothing. */
+enum cr_wevent cr_role_exit_event(enum cr_role r);
+/* True when a worker in role r records its death in its slot. */
+bool cr_role_holds_slot(enum cr_role r);
+/* True when a recycle asked of a worker in (s, r, i) is taken: its state
+ * has a RECYCLE cell, it is the slot's worker and nothing is queued. */
+bool cr_lifecycle_recyclable(enum cr_wstate s, enum cr_role r, enum cr_intent i);
+
 /* True while a process exists for the worker. */
 bool cr_wstate_has_process(enum cr_wstate s);
 /* True for the states a spawn may lead to (a worker or a spare starting). */
 bool cr_wstate_spawned(enum cr_wstate s);
 /* True for the states of a warm spare (not capacity, not sampled). */
 bool cr_wstate_spare(enum cr_wstate s);
+/* True for the states whose process the memory watch samples: it runs the
+ * worker program (not a spare, not a process whose exec failed). */
+bool cr_wstate_sampled(enum cr_wstate s);
 /* True for the state nothing leaves (a retired worker). */
 bool cr_wstate_terminal(enum cr_wstate s);
 /* True for states no one outside the table can observe a worker in: a
@@ -145,6 +221,9 @@ const char *cr_wstate_deadline(enum cr_wstate s);
 const char *cr_wstate_to_string(enum cr_wstate s);
 const char *cr_wevent_to_string(enum cr_wevent e);
 const char *cr_waction_to_string(enum cr_waction a);
+const char *cr_role_to_string(enum cr_role r);
+const char *cr_intent_to_string(enum cr_intent i);
+const char *cr_readiness_to_string(enum cr_readiness r);
 
 /* Restart policy — pure arithmetic over a worker's death record. */
 struct cr_restart_policy {

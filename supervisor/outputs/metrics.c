@@ -15,26 +15,65 @@
 
 typedef double (*getter)(const struct cr_worker_view *w);
 
-static double g_rss(const struct cr_worker_view *w) { return (double)w->rss; }
-static double g_heap_used(const struct cr_worker_view *w) { return (double)w->last.heap_used; }
-static double g_heap_total(const struct cr_worker_view *w) { return (double)w->last.heap_total; }
+static double g_rss(const struct cr_worker_view *w)
+{
+    return (double)w->rss;
+}
+static double g_heap_used(const struct cr_worker_view *w)
+{
+    return (double)w->last.heap_used;
+}
+static double g_heap_total(const struct cr_worker_view *w)
+{
+    return (double)w->last.heap_total;
+}
 static double g_heap_limit(const struct cr_worker_view *w)
 {
     return (double)(w->last.present & CR_NF_HEAP_LIMIT ? w->last.heap_limit : w->heap_limit_given);
 }
-static double g_external(const struct cr_worker_view *w) { return (double)w->last.external; }
-static double g_cg_usage(const struct cr_worker_view *w) { return (double)w->cg_usage; }
-static double g_cg_limit(const struct cr_worker_view *w) { return (double)w->cg_limit; }
-static double g_requests(const struct cr_worker_view *w) { return (double)w->last.requests; }
-static double g_inflight(const struct cr_worker_view *w) { return (double)w->last.inflight; }
-static double g_elu(const struct cr_worker_view *w) { return w->last.elu; }
-static double g_restarts(const struct cr_worker_view *w) { return w->restarts; }
-static double g_oom(const struct cr_worker_view *w) { return w->oom_kills; }
-static double g_pool(const struct cr_worker_view *w) { return (double)w->last.pool_queue; }
-static double g_gen(const struct cr_worker_view *w) { return w->generation; }
+static double g_external(const struct cr_worker_view *w)
+{
+    return (double)w->last.external;
+}
+static double g_cg_usage(const struct cr_worker_view *w)
+{
+    return (double)w->cg_usage;
+}
+static double g_cg_limit(const struct cr_worker_view *w)
+{
+    return (double)w->cg_limit;
+}
+static double g_requests(const struct cr_worker_view *w)
+{
+    return (double)w->last.requests;
+}
+static double g_inflight(const struct cr_worker_view *w)
+{
+    return (double)w->last.inflight;
+}
+static double g_elu(const struct cr_worker_view *w)
+{
+    return w->last.elu;
+}
+static double g_restarts(const struct cr_worker_view *w)
+{
+    return w->restarts;
+}
+static double g_oom(const struct cr_worker_view *w)
+{
+    return w->oom_kills;
+}
+static double g_pool(const struct cr_worker_view *w)
+{
+    return (double)w->last.pool_queue;
+}
+static double g_gen(const struct cr_worker_view *w)
+{
+    return w->generation;
+}
 
 /* Pseudo-bits for known(): figures corrald measures or derives itself. */
-#define RSS_KNOWN (1u << 30)
+#define RSS_KNOWN        (1u << 30)
 #define HEAP_LIMIT_KNOWN (1u << 31)
 
 static const struct {
@@ -42,19 +81,31 @@ static const struct {
     getter get;
     unsigned need; /* the report bit that makes it known (CR_NF_*); 0 = always known */
 } worker_metrics[] = {
-    {"corral_worker_memory_rss_bytes", "gauge", "Resident set size of the worker process.", g_rss, RSS_KNOWN},
-    {"corral_worker_heap_used_bytes", "gauge", "Managed heap in use, as the worker reports it.", g_heap_used, CR_NF_HEAP_USED},
-    {"corral_worker_heap_total_bytes", "gauge", "Managed heap reserved, as the worker reports it.", g_heap_total, CR_NF_HEAP_TOTAL},
-    {"corral_worker_heap_limit_bytes", "gauge", "The worker's heap limit.", g_heap_limit, HEAP_LIMIT_KNOWN},
-    {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.", g_external, CR_NF_EXTERNAL},
-    {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.", g_cg_usage, 0},
-    {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).", g_cg_limit, 0},
-    {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.", g_requests, CR_NF_REQUESTS},
-    {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight, CR_NF_INFLIGHT},
-    {"corral_worker_event_loop_utilization_ratio", "gauge", "Event-loop utilization over the last report period.", g_elu, CR_NF_ELU},
+    {"corral_worker_memory_rss_bytes", "gauge", "Resident set size of the worker process.", g_rss,
+     RSS_KNOWN},
+    {"corral_worker_heap_used_bytes", "gauge", "Managed heap in use, as the worker reports it.",
+     g_heap_used, CR_NF_HEAP_USED},
+    {"corral_worker_heap_total_bytes", "gauge", "Managed heap reserved, as the worker reports it.",
+     g_heap_total, CR_NF_HEAP_TOTAL},
+    {"corral_worker_heap_limit_bytes", "gauge", "The worker's heap limit.", g_heap_limit,
+     HEAP_LIMIT_KNOWN},
+    {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.",
+     g_external, CR_NF_EXTERNAL},
+    {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.",
+     g_cg_usage, 0},
+    {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).",
+     g_cg_limit, 0},
+    {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.",
+     g_requests, CR_NF_REQUESTS},
+    {"corral_worker_inflight_requests", "gauge", "Requests in flight in the worker.", g_inflight,
+     CR_NF_INFLIGHT},
+    {"corral_worker_event_loop_utilization_ratio", "gauge",
+     "Event-loop utilization over the last report period.", g_elu, CR_NF_ELU},
     {"corral_worker_restarts_total", "counter", "Restarts of this worker slot.", g_restarts, 0},
-    {"corral_worker_oom_kills_total", "counter", "Kernel OOM kills of this worker slot (own, ancestor or system limit).", g_oom, 0},
-    {"corral_worker_threadpool_queue", "gauge", "Jobs queued or running on the worker's thread pool.", g_pool, CR_NF_POOL_QUEUE},
+    {"corral_worker_oom_kills_total", "counter",
+     "Kernel OOM kills of this worker slot (own, ancestor or system limit).", g_oom, 0},
+    {"corral_worker_threadpool_queue", "gauge",
+     "Jobs queued or running on the worker's thread pool.", g_pool, CR_NF_POOL_QUEUE},
     {"corral_worker_generation", "gauge", "Generation of the worker's current process.", g_gen, 0},
 };
 
@@ -93,8 +144,9 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
         cr_view_worker(w, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
-        if (ret->v[ret->n].pid && !ret->v[ret->n].replaces && ret->v[ret->n].id != 0 &&
-            ret->v[ret->n].state != CR_WS_DYING) { /* its heir has its id */
+        const struct cr_worker_view *v = &ret->v[ret->n];
+        if (v->pid && v->role != CR_ROLE_REPLACEMENT && v->role != CR_ROLE_SPARE &&
+            v->role != CR_ROLE_HANDED_OVER) { /* its heir has its id */
             snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"", ret->v[ret->n].id);
             ret->n++;
         }
@@ -113,11 +165,13 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
     cr_prom_family(b, "corral_workers", "gauge", "Workers by lifecycle state.");
     for (int s = 0; s < _CR_WS_MAX; s++)
         if (!cr_wstate_unseen((enum cr_wstate)s))
-            cr_prom_printf(b, "corral_workers{state=\"%s\"} %u\n", cr_wstate_to_string((enum cr_wstate)s),
-                cr_supervisor_count_state(sup, (enum cr_wstate)s));
+            cr_prom_printf(b, "corral_workers{state=\"%s\"} %u\n",
+                           cr_wstate_to_string((enum cr_wstate)s),
+                           cr_supervisor_count_state(sup, (enum cr_wstate)s));
     cr_prom_family(b, "corral_workers_target", "gauge", "Workers corrald keeps running.");
     cr_prom_printf(b, "corral_workers_target %u\n", v.target);
-    cr_prom_family(b, "corral_spares_target", "gauge", "Warm spares corrald keeps frozen (--spares).");
+    cr_prom_family(b, "corral_spares_target", "gauge",
+                   "Warm spares corrald keeps frozen (--spares).");
     cr_prom_printf(b, "corral_spares_target %u\n", v.spares_target);
     cr_prom_family(b, "corral_spare_promotions_total", "counter",
                    "Spares thawed to take a dead worker's slot.");
@@ -125,7 +179,7 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
     cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
         cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",
-            cr_death_to_string((enum cr_death)d), v.deaths_by_category[d]);
+                       cr_death_to_string((enum cr_death)d), v.deaths_by_category[d]);
 }
 
 char *cr_metrics_text(const struct cr_supervisor *sup)
@@ -149,9 +203,15 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         size_t off;
         unsigned need;
     } delays[] = {
-        {"corral_worker_loop_delay_p50_seconds", "Median event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p50_us), CR_NF_DELAY_P50},
-        {"corral_worker_loop_delay_p99_seconds", "99th percentile event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_p99_us), CR_NF_DELAY_P99},
-        {"corral_worker_loop_delay_max_seconds", "Longest event-loop delay over the last report period.", offsetof(struct cr_notify_msg, delay_max_us), CR_NF_DELAY_MAX},
+        {"corral_worker_loop_delay_p50_seconds",
+         "Median event-loop delay over the last report period.",
+         offsetof(struct cr_notify_msg, delay_p50_us), CR_NF_DELAY_P50},
+        {"corral_worker_loop_delay_p99_seconds",
+         "99th percentile event-loop delay over the last report period.",
+         offsetof(struct cr_notify_msg, delay_p99_us), CR_NF_DELAY_P99},
+        {"corral_worker_loop_delay_max_seconds",
+         "Longest event-loop delay over the last report period.",
+         offsetof(struct cr_notify_msg, delay_max_us), CR_NF_DELAY_MAX},
     };
     for (size_t d = 0; d < sizeof(delays) / sizeof(delays[0]); d++) {
         cr_prom_family(&b, delays[d].name, "gauge", delays[d].help);
@@ -161,10 +221,11 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
                                   *(const uint64_t *)((const char *)&ws.v[i].last + delays[d].off));
     }
     cr_prom_family(&b, "corral_worker_memory_verdict", "gauge",
-           "1 for the worker's current memory trend verdict.");
+                   "1 for the worker's current memory trend verdict.");
     for (size_t i = 0; i < ws.n; i++)
-        cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n", ws.v[i].id,
-            cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
+        cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n",
+                       ws.v[i].id,
+                       cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
     free(ws.v);
     free(ws.label);
     char *text;

@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "http_parse.h"
-#include "internal.h"
+#include "listen.h"
 #include "metrics.h"
 
 struct conn {
@@ -33,7 +33,7 @@ struct conn {
 };
 
 struct cr_metrics_http {
-    struct cr_supervisor *sup;
+    const struct cr_supervisor *sup;
     uv_tcp_t server;
     struct conn *conns;
     unsigned nconns;
@@ -238,17 +238,18 @@ static void server_closed(uv_handle_t *h)
     free(h->data);
 }
 
-int cr_metrics_http_open(struct cr_supervisor *sup, struct cr_metrics_http **ret)
+int cr_metrics_http_open(uv_loop_t *loop, const char *listen, const struct cr_supervisor *sup,
+                         struct cr_metrics_http **ret)
 {
     struct sockaddr_storage ss;
-    int r = parse_addr(sup->cfg.metrics_listen, &ss);
+    int r = parse_addr(listen, &ss);
     if (r < 0)
         return r;
     struct cr_metrics_http *m = calloc(1, sizeof(*m));
     if (!m)
         return -ENOMEM;
     m->sup = sup;
-    uv_tcp_init(sup->loop, &m->server);
+    uv_tcp_init(loop, &m->server);
     m->server.data = m;
     /* libuv sets SO_REUSEADDR and CLOEXEC on the socket it makes. */
     r = uv_tcp_bind(&m->server, (const struct sockaddr *)&ss, 0);

@@ -5,6 +5,8 @@
  * bytes, idle connections closed after CR_METRICS_HTTP_TIMEOUT_MS. */
 #pragma once
 
+#include <uv.h>
+
 struct cr_supervisor;
 struct cr_metrics_http;
 
@@ -15,7 +17,8 @@ struct cr_metrics_http;
 /* Binds sup->cfg.metrics_listen ("127.0.0.1:9464", "[::1]:9464") on
  * sup->loop and starts serving. Returns 0 with *ret set, or a negative
  * libuv/errno code. Does not log. */
-int cr_metrics_http_open(struct cr_supervisor *sup, struct cr_metrics_http **ret);
+int cr_metrics_http_open(uv_loop_t *loop, const char *listen, const struct cr_supervisor *sup,
+                         struct cr_metrics_http **ret);
 /* Closes the listener and every connection; frees once the handles are
  * closed. Accepts NULL. */
 void cr_metrics_http_close(struct cr_metrics_http *m);

@@ -108,9 +108,9 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     lit(o, "state", cr_wstate_to_string(v.state));
     num(o, "uptime_ms", v.uptime_ms);
     num(o, "restarts", v.restarts);
-    if (v.replaces)
+    if (v.role == CR_ROLE_REPLACEMENT)
         inum(o, "replaces_pid", v.replaces_pid);
-    if (v.replaced_by)
+    if (v.role == CR_ROLE_REPLACED)
         inum(o, "replaced_by_pid", v.replaced_by_pid);
     flag(o, "retiring", v.retiring);
     flag(o, "recycle_queued", v.recycle_queued);
@@ -144,11 +144,11 @@ cJSON *cr_worker_json(const struct cr_worker *w)
         num(o, "last_report_ago_ms", v.last_report_ago_ms);
     else
         null(o, "last_report_ago_ms");
-    lit(o, "verdict", cr_trend_verdict_to_string((enum cr_trend_verdict)v.verdict));
+    lit(o, "verdict", cr_trend_verdict_to_string(v.verdict));
     str(o, "verdict_detail", v.verdict_text);
     if (v.status_text[0])
         str(o, "status", v.status_text);
-    if (v.last_death[0]) {
+    if (v.last_death) {
         cJSON *d = cJSON_CreateObject();
         str(d, "category", v.last_death);
         str(d, "reason", v.last_death_reason);
@@ -159,7 +159,7 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     return o;
 }
 
-cJSON *cr_status_json(const struct cr_supervisor *sup)
+cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x)
 {
     struct cr_supervisor_view v;
     cr_view_supervisor(sup, &v);
@@ -178,7 +178,7 @@ cJSON *cr_status_json(const struct cr_supervisor *sup)
     num(sp, "starting", v.spares_starting);
     num(sp, "promotions", v.promotions);
     num(sp, "early_promotions", v.early_promotions);
-    str(sp, "exit_notice", v.exit_notice);
+    str(sp, "exit_notice", x && x->exit_notice ? x->exit_notice : "off");
     str(sp, "freezer", v.freezer);
     cJSON *l = cJSON_AddArrayToObject(s, "listen");
     cJSON *a = cJSON_CreateObject();

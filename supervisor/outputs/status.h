@@ -9,7 +9,13 @@ struct cr_event;
 
 /* New trees (caller owns), NULL when out of memory. */
 /* {"supervisor":{…},"workers":[…]}, the workers as cr_workers_json gives them. */
-struct cJSON *cr_status_json(const struct cr_supervisor *sup);
+/* What `status` shows that the core does not hold: how the inputs learn of
+ * deaths before the reap (exitwatch.h). */
+struct cr_status_extra {
+    const char *exit_notice; /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
+};
+
+struct cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x);
 /* [worker, …] in table order. Each worker is already printed: a cJSON raw
  * item holding its object's text, to be printed, not inspected. Built a
  * worker at a time, so the tree never holds more than one worker's nodes:

@@ -57,7 +57,7 @@ def case_docs():
     """Every documented command exists, every implemented error code is
     documented, and undocumented commands are refused."""
     text, cmds, codes = documented()
-    with open(os.path.join(SRC, "supervisor", "control_cmd.h")) as f:
+    with open(os.path.join(SRC, "supervisor", "model", "control_cmd.h")) as f:
         impl_codes = re.findall(r'#define CR_E_[A-Z_]+\s+"([a-z-]+)"', f.read())
     check(set(impl_codes) <= set(codes),
           "error codes not documented: %s" % sorted(set(impl_codes) - set(codes)))

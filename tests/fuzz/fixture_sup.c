@@ -2,29 +2,51 @@
 
 #include <stdlib.h>
 
+#include "control.h"
+#include "gen.h"
 #include "history.h"
 #include "internal.h"
 #include "log.h"
+#include "operations.h"
 #include "supervisor.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
 
+/* Nothing is ever spawned: the sink hears nothing. */
+static void no_gen(struct cr_gen *g)
+{
+    abort();
+}
+static void no_msg(struct cr_gen *g, const struct cr_notify_msg *m)
+{
+    abort();
+}
+static void no_why(struct cr_gen *g, const char *why)
+{
+    abort();
+}
+static const struct cr_gen_sink sink = {.exited = no_gen, .exec_failed = no_gen,
+                                        .message = no_msg, .recycle = no_why,
+                                        .exit_notice = no_gen};
+
+static const char *exit_notice(const void *ctx)
+{
+    return "off";
+}
+
+static struct cr_supervisor sup;
+static struct cr_control_core core = {.sup = &sup, .exit_notice = exit_notice};
+
 struct cr_supervisor *fuzz_sup_stopping(void)
 {
     static uv_loop_t loop;
-    static struct cr_supervisor sup;
     CHECK(uv_loop_init(&loop) == 0);
-    sup.loop = &loop;
-    sup.notify_fd = -1;
-    sup.listener.fd = -1;
     cr_config_init(&sup.cfg);
     sup.cfg.no_cgroups = true;
     char err[256];
     CHECK(cr_config_finish(&sup.cfg, err, sizeof(err)) == 0);
-    uv_timer_init(&loop, &sup.cg_trash_timer);
-    uv_timer_init(&loop, &sup.finish_timer);
-    sup.cg_trash_timer.data = sup.finish_timer.data = &sup;
-    CHECK(cr_history_new(8, &sup.history) == 0);
+    cr_supervisor_init(&sup, &loop, &sink);
+    CHECK(cr_history_new(8, &sup.deaths.history) == 0);
     /* One death on record, so `history` renders a post-mortem. */
     struct cr_postmortem pm = {.worker_id = 1,
                                .pid = 4242,
@@ -33,16 +55,22 @@ struct cr_supervisor *fuzz_sup_stopping(void)
                                .signal = 9,
                                .category = CR_DEATH_OOM_OWN_LIMIT};
     cr_postmortem_set_stderr(&pm, "out of memory\n\xff\xfe", 16);
-    CHECK(cr_history_push(sup.history, &pm) == 0);
+    CHECK(cr_history_push(sup.deaths.history, &pm) == 0);
     sup.target = 1;
     CHECK(cr_worker_new(&sup, 1) != NULL);
-    sup.stopping = true;
+    sup.phase = CR_PHASE_STOPPING;
     cr_log_set_level("err");
     return &sup;
 }
 
-void fuzz_sup_check(struct cr_supervisor *sup)
+struct cr_control_core *fuzz_sup_core(void)
 {
-    CHECK(sup->stopping && sup->workers && !sup->workers->next && !sup->workers->pid);
+    return &core;
+}
+
+void fuzz_sup_check(struct cr_supervisor *s)
+{
+    CHECK(s->phase == CR_PHASE_STOPPING && s->workers && !s->workers->next &&
+          !s->workers->g.pid);
     cr_log_set_level("err");
 }

@@ -7,6 +7,8 @@
 #include "supervisor.h"
 
 struct cr_supervisor *fuzz_sup_stopping(void);
+/* The control dispatcher's context on it (cr_control_core_ops). */
+struct cr_control_core *fuzz_sup_core(void);
 /* Aborts unless the supervisor is still in that state (and quiets the log
  * again: `set log-level debug` would flood the run). */
 void fuzz_sup_check(struct cr_supervisor *sup);

@@ -261,7 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON *req = cJSON_ParseWithLength((const char *)data, size);
     bool utf8 = cr_utf8_valid_prefix((const char *)data, size) == size;
 
-    run(&cr_control_core_ops, sup, data, size, req, utf8);
+    run(&cr_control_core_ops, fuzz_sup_core(), data, size, req, utf8);
     fuzz_sup_check(sup);
 
     struct fcore f = {.sel = (unsigned)size * 2654435761u ^ (size ? data[size - 1] : 0u)};

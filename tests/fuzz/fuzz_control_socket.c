@@ -29,13 +29,14 @@
 #define OUT_MAX  (8u << 20)
 
 static struct cr_supervisor *sup;
+static struct cr_control *ctl;
 static struct sockaddr_un addr;
 static char dir[] = "/tmp/corral-fuzz-XXXXXX";
 
 static void cleanup(void)
 {
     char p[sizeof(dir) + 16];
-    cr_control_close(sup->control); /* unlinks the socket and its lock */
+    cr_control_close(ctl); /* unlinks the socket and its lock */
     uv_run(sup->loop, UV_RUN_NOWAIT);
     snprintf(p, sizeof(p), "%s/c.sock", dir);
     unlink(p);
@@ -51,7 +52,7 @@ static void setup(void)
     addr.sun_family = AF_UNIX;
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/c.sock", dir);
     sup->cfg.control = strdup(addr.sun_path);
-    CHECK(cr_control_open(sup) == 0);
+    CHECK(cr_control_open(sup->loop, &sup->cfg, &cr_control_core_ops, fuzz_sup_core(), &ctl) == 0);
     atexit(cleanup);
 }
 

@@ -165,12 +165,15 @@ static void test_spares(void **state)
         const struct cr_transition *t = cr_lifecycle_step(s, e);
         if (!t)
             continue;
-        if (cr_wstate_spare(t->next) && !cr_wstate_spare(s) && !(s == CR_WS_NEW && e == CR_WE_START_SPARE))
+        if (cr_wstate_spare(t->next) && !cr_wstate_spare(s) &&
+            !(s == CR_WS_NEW && e == CR_WE_START_SPARE))
             fail_msg("%s × %s enters spare state %s", S(s), E(e), S(t->next));
         if (cr_wstate_spare(s) && !cr_wstate_spare(t->next) && t->next != CR_WS_EXITED &&
-            t->next != CR_WS_DRAINING && !(e == CR_WE_PROMOTE && t->next == CR_WS_READY))
+            t->next != CR_WS_DRAINING && !(e == CR_WE_PROMOTE && t->next == CR_WS_READY) &&
+            !(e == CR_WE_EXEC_FAILED && t->next == CR_WS_EXEC_FAILED))
             fail_msg("%s × %s leaves the spares for %s", S(s), E(e), S(t->next));
-        if ((e == CR_WE_PROMOTE) != (t->action == CR_WA_PROMOTE) || (e == CR_WE_PROMOTE && s != CR_WS_SPARE))
+        if ((e == CR_WE_PROMOTE) != (t->action == CR_WA_PROMOTE) ||
+            (e == CR_WE_PROMOTE && s != CR_WS_SPARE))
             fail_msg("%s × %s: only a frozen spare is promoted, by the promote action", S(s), E(e));
         if (e == CR_WE_FROZEN && s != CR_WS_FREEZING)
             fail_msg("%s hears frozen", S(s));
@@ -185,6 +188,13 @@ static void test_spares(void **state)
 /* Every state, event and action has a name; out-of-range values are safe. */
 static void test_names(void **state)
 {
+    for (int r = 0; r < _CR_ROLE_MAX; r++)
+        assert_string_not_equal(cr_role_to_string((enum cr_role)r), "?");
+    for (int i = 0; i < _CR_INTENT_MAX; i++)
+        assert_string_not_equal(cr_intent_to_string((enum cr_intent)i), "?");
+    for (int r = 0; r < _CR_READINESS_MAX; r++)
+        assert_string_not_equal(cr_readiness_to_string((enum cr_readiness)r), "?");
+    assert_string_equal(cr_role_to_string(_CR_ROLE_MAX), "?");
     EACH_STATE(s) assert_string_not_equal(S(s), "?");
     EACH_EVENT(e) assert_string_not_equal(E(e), "?");
     for (int a = 0; a < _CR_WA_MAX; a++)
@@ -279,6 +289,115 @@ static void test_ignored_events(void **state)
     assert_false(cr_wstate_unseen(CR_WS_EXITED));
 }
 
+/* ---- roles: what follows a death ------------------------------------------ */
+
+/* What follows a reap is its role's exit event, answered in `exited`: the
+ * slot's worker goes to the restart policy (decide), which answers with a
+ * decision that has a cell; every other role's action ends in retire, which
+ * removes the worker. No role is left without a way out, and a death is the
+ * slot's exactly for the roles that hold it. */
+static void test_role_exit_events(void **state)
+{
+    for (int r = 0; r < _CR_ROLE_MAX; r++) {
+        enum cr_wevent e = cr_role_exit_event((enum cr_role)r);
+        const struct cr_transition *t = cr_lifecycle_step(CR_WS_EXITED, e);
+        if (!t)
+            fail_msg("role %s: exit event %s has no cell in exited",
+                     cr_role_to_string((enum cr_role)r), E(e));
+        if (e != CR_WE_RETIRE && (t->next != CR_WS_EXITED))
+            fail_msg("role %s: %s leaves exited before its action answered",
+                     cr_role_to_string((enum cr_role)r), E(e));
+    }
+    assert_int_equal(cr_role_exit_event(CR_ROLE_HOLDER), CR_WE_DIED);
+    assert_int_equal(step(CR_WS_EXITED, CR_WE_DIED, CR_WA_DECIDE), CR_WS_EXITED);
+    assert_int_equal(step(CR_WS_EXITED, CR_WE_REPLACED_DIED, CR_WA_PASS_SLOT), CR_WS_EXITED);
+    assert_int_equal(step(CR_WS_EXITED, CR_WE_REPLACEMENT_DIED, CR_WA_REPLACEMENT_FAILED),
+                     CR_WS_EXITED);
+    assert_int_equal(step(CR_WS_EXITED, CR_WE_SPARE_DIED, CR_WA_SPARE_FAILED), CR_WS_EXITED);
+    assert_int_equal(cr_role_exit_event(CR_ROLE_RETIRING), CR_WE_RETIRE);
+    assert_int_equal(cr_role_exit_event(CR_ROLE_HANDED_OVER), CR_WE_RETIRE);
+    assert_int_equal(step(CR_WS_EXITED, CR_WE_RETIRE, CR_WA_REMOVE), CR_WS_GONE);
+    /* Whose death is the slot's. */
+    assert_true(cr_role_holds_slot(CR_ROLE_HOLDER));
+    assert_true(cr_role_holds_slot(CR_ROLE_REPLACED));
+    assert_true(cr_role_holds_slot(CR_ROLE_HANDED_OVER));
+    assert_false(cr_role_holds_slot(CR_ROLE_REPLACEMENT));
+    assert_false(cr_role_holds_slot(CR_ROLE_SPARE));
+    assert_false(cr_role_holds_slot(CR_ROLE_RETIRING));
+    assert_false(cr_role_holds_slot(_CR_ROLE_MAX));
+    /* The exit events are heard in exited only. */
+    EACH_STATE(s) {
+        if (s == CR_WS_EXITED)
+            continue;
+        for (int r = 0; r < _CR_ROLE_MAX; r++) {
+            enum cr_wevent e = cr_role_exit_event((enum cr_role)r);
+            if (e != CR_WE_RETIRE && cr_lifecycle_step(s, e))
+                fail_msg("%s hears %s", S(s), E(e));
+        }
+    }
+}
+
+/* "May this worker be recycled now": a state with a RECYCLE cell, the
+ * slot's worker, nothing queued. The pump's two turns are heard only where
+ * they apply: a replacement for a serving worker, a restart in place for
+ * one not ready yet. */
+static void test_recyclable(void **state)
+{
+    EACH_STATE(s) {
+        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED;
+        bool want = serving || s == CR_WS_STARTING;
+        for (int r = 0; r < _CR_ROLE_MAX; r++)
+            for (int i = 0; i < _CR_INTENT_MAX; i++) {
+                bool got = cr_lifecycle_recyclable(s, (enum cr_role)r, (enum cr_intent)i);
+                if (got != (want && r == CR_ROLE_HOLDER && i == CR_INTENT_NONE))
+                    fail_msg("%s / %s / %s: recyclable %d", S(s),
+                             cr_role_to_string((enum cr_role)r),
+                             cr_intent_to_string((enum cr_intent)i), got);
+            }
+        const struct cr_transition *q = cr_lifecycle_step(s, CR_WE_RECYCLE);
+        if (q && (q->next != s || q->action != CR_WA_QUEUE_RECYCLE))
+            fail_msg("%s × recycle must stay and queue", S(s));
+        const struct cr_transition *rt = cr_lifecycle_step(s, CR_WE_REPLACE_TURN);
+        if (!rt != !serving || (rt && (rt->next != s || rt->action != CR_WA_START_REPLACEMENT)))
+            fail_msg("%s × replace-turn", S(s));
+        const struct cr_transition *ip = cr_lifecycle_step(s, CR_WE_RESTART_IN_PLACE);
+        if (!ip != (s != CR_WS_STARTING))
+            fail_msg("%s × restart-in-place", S(s));
+    }
+    /* A restart in place is a planned drain of a worker that never served. */
+    const struct cr_transition *ip = cr_lifecycle_step(CR_WS_STARTING, CR_WE_RESTART_IN_PLACE);
+    assert_int_equal(ip->action, CR_WA_RESTART_IN_PLACE);
+    assert_int_equal(step(CR_WS_STARTING, CR_WE_DRAIN, CR_WA_SEND_TERM), CR_WS_DRAINING);
+}
+
+/* A program that never ran: heard only where a spawn leads, into the one
+ * state for it, which only its reap (or its SIGKILL deadline) leaves; it
+ * is not sampled, and a drain adds nothing. */
+static void test_exec_failed(void **state)
+{
+    EACH_STATE(s) {
+        const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_EXEC_FAILED);
+        if (!t != !cr_wstate_spawned(s))
+            fail_msg("%s × exec-failed: %s", S(s), t ? "a cell" : "no cell");
+        if (t && (t->next != CR_WS_EXEC_FAILED || t->action != CR_WA_NOTE_EXEC_FAILED))
+            fail_msg("%s × exec-failed → %s", S(s), S(t->next));
+    }
+    EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(CR_WS_EXEC_FAILED, e);
+        if (e == CR_WE_EXIT)
+            assert_true(t && t->action == CR_WA_REAP);
+        else if (e == CR_WE_DEADLINE)
+            assert_true(t && t->next == CR_WS_EXEC_FAILED &&
+                        t->action == CR_WA_KILL_START_TIMEOUT);
+        else if (t)
+            fail_msg("exec-failed × %s has a cell", E(e));
+    }
+    assert_false(cr_wstate_sampled(CR_WS_EXEC_FAILED));
+    assert_true(cr_wstate_sampled(CR_WS_READY) && cr_wstate_sampled(CR_WS_STARTING));
+    EACH_STATE(s) if (cr_wstate_sampled(s) && (!cr_wstate_has_process(s) || cr_wstate_spare(s)))
+        fail_msg("%s is sampled", S(s));
+}
+
 /* ---- restart arithmetic --------------------------------------------------- */
 
 static const struct cr_restart_policy P = {
@@ -289,7 +408,8 @@ static const struct cr_restart_policy P = {
 static struct cr_restart_decision die(struct cr_restart_state *st, uint64_t now, uint64_t uptime,
                                       bool planned)
 {
-    return cr_restart_decide(&P, st, now, &(struct cr_life){.uptime_ms = uptime, .planned = planned});
+    return cr_restart_decide(&P, st, now,
+                             &(struct cr_life){.uptime_ms = uptime, .planned = planned});
 }
 
 /* A death at now of a worker that had been ready for `served` ms. */
@@ -535,6 +655,9 @@ int main(void)
         cmocka_unit_test(test_a_life),
         cmocka_unit_test(test_ignored_events),
         cmocka_unit_test(test_exit_notice_cells),
+        cmocka_unit_test(test_role_exit_events),
+        cmocka_unit_test(test_recyclable),
+        cmocka_unit_test(test_exec_failed),
         cmocka_unit_test(test_backoff_arithmetic),
         cmocka_unit_test(test_restart_policy),
         cmocka_unit_test(test_window_ages_out),

@@ -1,0 +1,37 @@
+/* cr_io: the descriptors of one generation but its pidfd (reaper.h): its
+ * output pipe (forwarded to the log, its tail kept for the post-mortem),
+ * the stream form of the notify protocol, the cgroup OOM watch and the exec
+ * pipe, and the /proc file its memory is read from. What they deliver goes
+ * to the host's sink. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The last output bytes of a generation, kept for its post-mortem. */
+#define CR_STDERR_TAIL 4096
+
+struct cr_gen;
+
+/* Takes the three descriptors (closed even on failure) and starts their
+ * polls, plus the cgroup's OOM watch. exec_fd is cr_spawn()'s exec pipe:
+ * a failed exec sets g->exit.exec_errno and tells the sink (exec_failed),
+ * before the reap. -errno (-ENOMEM) when nothing could be kept. */
+int cr_io_adopt(struct cr_gen *g, int out_fd, int ns_fd, int exec_fd);
+/* Before the post-mortem, once reaped: the exec pipe's last word (a child
+ * writes it before it exits), and what the output pipe still holds. */
+void cr_io_finish(struct cr_gen *g);
+/* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes.
+ * Empty when the generation wrote nothing (or its descriptors are gone). */
+void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len);
+/* The generation's /proc/<pid>/statm (or smaps_rollup when pss) for the
+ * memory watch: opened once the exec succeeded (smaps_rollup binds the
+ * address space it was opened on) and kept for the generation — a pread
+ * per sample instead of a path walk, an open and a close, and bound to
+ * this process even after its pid is reused. reopen: open it afresh (the
+ * last read found nothing: the process may have exec'd again, e.g. from a
+ * shell wrapper). -1 before the exec, after the release, or when it
+ * cannot be opened. */
+int cr_io_mem_fd(struct cr_gen *g, bool pss, bool reopen);
+/* Lets go of the descriptors; they close once libuv is done with them. */
+void cr_io_release(struct cr_gen *g);
