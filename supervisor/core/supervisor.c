@@ -418,6 +418,18 @@ static void decide(struct cr_worker *w, uint64_t now, const struct cr_life *life
     slot->restarts++;
 }
 
+/* What the policy knows of w's life, ended at now. */
+static struct cr_life life_of(const struct cr_worker *w, uint64_t now, uint64_t uptime_ms,
+                              bool planned)
+{
+    return (struct cr_life){
+        .uptime_ms = uptime_ms,
+        .ready = w->ready_at != 0,
+        .served_ms = w->ready_at ? now - w->ready_at : 0,
+        .planned = planned,
+    };
+}
+
 /* The policy's answers that start the slot again (and so may promote). */
 static bool restarts(enum cr_wevent e)
 {
@@ -441,12 +453,8 @@ static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now)
     struct cr_restart_state restart = slot->restart;
     unsigned count = slot->restarts;
     enum cr_kill_reason why = w->g.ledger.reason;
-    struct cr_life life = {
-        .uptime_ms = now - w->g.spawned_at,
-        .ready = w->ready_at != 0,
-        .served_ms = w->ready_at ? now - w->ready_at : 0,
-        .planned = why == CR_KILL_STOP || why == CR_KILL_RECYCLE,
-    };
+    struct cr_life life = life_of(w, now, now - w->g.spawned_at,
+                                  why == CR_KILL_STOP || why == CR_KILL_RECYCLE);
     decide(w, now, &life, false);
     struct cr_worker *heir = restarts(slot->decision.event) ? cr_spare_promote(w) : NULL;
     if (!heir) {
@@ -507,12 +515,7 @@ static enum cr_wevent act_decide(struct cr_worker *w)
         w->slot->decision = cr_restart_decide(&p, &w->slot->restart, now, &(struct cr_life){0});
         return w->slot->decision.event;
     }
-    struct cr_life life = {
-        .uptime_ms = w->death.uptime_ms,
-        .ready = w->ready_at != 0,
-        .served_ms = w->ready_at ? now - w->ready_at : 0,
-        .planned = w->death.planned,
-    };
+    struct cr_life life = life_of(w, now, w->death.uptime_ms, w->death.planned);
     decide(w, now, &life, w->death.category == CR_DEATH_EXEC_FAILED);
     return w->slot->decision.event;
 }

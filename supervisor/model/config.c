@@ -1,6 +1,6 @@
-/* cr_config: one table describes every option, its type, its help text and
- * whether it may change at run time; flags, the JSON file and the control
- * socket's `set` all go through it. */
+/* cr_config: one table (config_options.c) describes every option, its type,
+ * its default, its help text and whether it may change at run time; flags,
+ * the JSON file and the control socket's `set` all go through it. */
 #include "config.h"
 
 #include <cjson/cJSON.h>
@@ -12,430 +12,10 @@
 
 #include "history.h"
 #include "lifecycle.h"
+#include "config_options.h"
 #include "units.h"
 
-enum opt_type {
-    OPT_UINT,    /* unsigned */
-    OPT_U64,     /* uint64_t count */
-    OPT_SIZE,    /* uint64_t bytes, K/M/G suffixes */
-    OPT_SOFT,    /* bytes or N% of memory_max */
-    OPT_MS,      /* uint64_t milliseconds; bare numbers are seconds */
-    OPT_MS_MS,   /* uint64_t milliseconds; bare numbers are milliseconds */
-    OPT_STR,     /* char * */
-    OPT_BOOL,    /* bool flag */
-    OPT_BALANCE, /* enum cr_balance */
-    OPT_LEVEL,   /* log level name */
-    OPT_READY,   /* readiness mode: auto, notify, exec, delay:DURATION */
-    OPT_WORKERS, /* a count, or "auto" (0: one per core) */
-    OPT_ENV,     /* char ** list of KEY=VALUE; repeatable, appends */
-    OPT_NAMES,   /* char ** list of variable names; repeatable, appends */
-};
 
-struct opt {
-    const char *name;
-    char short_name;
-    enum opt_type type;
-    size_t offset;
-    uint64_t min, max; /* numeric types: the inclusive range, in bytes, ms or units */
-    bool live;         /* may be changed at run time with `set` */
-    const char *arg;
-    /* The default in the user's own syntax ("10", "auto", "127.0.0.1:8080"),
-     * read by the same parser as a flag's value; NULL: the field stays zero,
-     * nothing set. Stated here once: cr_config_init() fills the struct from
-     * it, --help prints it, tests/unit/core/test_defaults.py checks README.md
-     * and the man page against --help. */
-    const char *def;
-    /* What the default means where the value alone does not say it: one
-     * resolved at run time ("one per core" for auto) or, without a def, what
-     * happens when the option is not given ("corrald's own"). No ';' nor
-     * ')': the docs quote it inside "(default ...)". */
-    const char *note;
-    const char *help;
-};
-
-#define OFF(f) offsetof(struct cr_config, f)
-
-/* Bounds that keep every later product and sum far from overflow. */
-#define CR_MAX_SIZE        (1ull << 50)           /* 1 PiB */
-#define CR_MAX_DURATION_MS (720ull * 3600 * 1000) /* 30 days */
-#define SZ                 .min = 0, .max = CR_MAX_SIZE
-#define DUR(lo)            .min = (lo), .max = CR_MAX_DURATION_MS
-
-static const struct opt opts[] = {
-    {.name = "config",
-     .short_name = 'c',
-     .type = OPT_STR,
-     .offset = OFF(config_file),
-     .arg = "FILE",
-     .help = "JSON config file; flags win over it"},
-    {.name = "workers",
-     .short_name = 'w',
-     .type = OPT_WORKERS,
-     .offset = OFF(workers),
-     .min = 1,
-     .max = 4096,
-     .live = true,
-     .arg = "N|auto",
-     .def = "auto",
-     .note = "one per core",
-     .help = "worker processes"},
-    {.name = "listen",
-     .short_name = 'l',
-     .type = OPT_STR,
-     .offset = OFF(listen),
-     .arg = "HOST:PORT",
-     .def = "127.0.0.1:8080",
-     .help = "TCP address to serve; ignored under socket activation"},
-    {.name = "balance",
-     .type = OPT_BALANCE,
-     .offset = OFF(balance),
-     .arg = "MODE",
-     .def = "shared",
-     .help = "shared (one accept queue) or reuseport (a socket per worker)"},
-    {.name = "control",
-     .type = OPT_STR,
-     .offset = OFF(control),
-     .arg = "PATH",
-     .note = "$RUNTIME_DIRECTORY/control.sock, else ./corral.sock",
-     .help = "control socket"},
-    {.name = "control-group",
-     .type = OPT_STR,
-     .offset = OFF(control_group),
-     .arg = "GROUP",
-     .help = "group owning the control socket; its members may use it"},
-    {.name = "control-allow-uid",
-     .type = OPT_STR,
-     .offset = OFF(control_allow_uids),
-     .arg = "UID[,UID]",
-     .help = "more uids allowed on the control socket"},
-    {.name = "control-max-clients",
-     .type = OPT_UINT,
-     .offset = OFF(control_max_clients),
-     .min = 1,
-     .max = 4096,
-     .arg = "N",
-     .def = "128",
-     .help = "concurrent control clients"},
-    {.name = "control-idle-timeout",
-     .type = OPT_MS,
-     .offset = OFF(control_idle_ms),
-     DUR(100),
-     .arg = "SEC",
-     .def = "60",
-     .help = "close a control client silent this long (events subscribers excepted)"},
-    {.name = "metrics-listen",
-     .type = OPT_STR,
-     .offset = OFF(metrics_listen),
-     .arg = "HOST:PORT",
-     .help = "serve Prometheus metrics over HTTP"},
-    {.name = "ready",
-     .type = OPT_READY,
-     .offset = OFF(ready),
-     .live = true,
-     .arg = "MODE",
-     .def = "auto",
-     .help = "when a worker is ready: notify (READY=1), exec, delay:DURATION, or auto: notify if "
-             "it speaks the protocol, else after 1 s of silence"},
-    {.name = "start-timeout",
-     .type = OPT_MS,
-     .offset = OFF(start_timeout_ms),
-     DUR(1),
-     .live = true,
-     .arg = "SEC",
-     .def = "30",
-     .help = "a worker that announces readiness and is not READY by then is killed"},
-    {.name = "min-uptime",
-     .type = OPT_MS,
-     .offset = OFF(min_uptime_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "1",
-     .help = "a death this long after ready is replaced at once and not counted as a crash"},
-    {.name = "stop-timeout",
-     .type = OPT_MS,
-     .offset = OFF(stop_timeout_ms),
-     DUR(1),
-     .live = true,
-     .arg = "SEC",
-     .def = "10",
-     .help = "drain time before SIGKILL"},
-    {.name = "watchdog",
-     .type = OPT_MS,
-     .offset = OFF(watchdog_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "5",
-     .help = "heartbeat silence that flags a worker blocked; 0 = off"},
-    {.name = "hang-timeout",
-     .type = OPT_MS,
-     .offset = OFF(hang_timeout_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "30",
-     .help = "heartbeat silence that kills it; 0 = never"},
-    {.name = "backoff-initial",
-     .type = OPT_MS_MS,
-     .offset = OFF(backoff_initial_ms),
-     DUR(1),
-     .live = true,
-     .arg = "MS",
-     .def = "100",
-     .help = "delay before the 2nd consecutive restart, doubling after (the 1st is at once)"},
-    {.name = "backoff-max",
-     .type = OPT_MS_MS,
-     .offset = OFF(backoff_max_ms),
-     DUR(0),
-     .live = true,
-     .arg = "MS",
-     .def = "10000",
-     .help = "restart delay cap"},
-    {.name = "backoff-reset",
-     .type = OPT_MS,
-     .offset = OFF(backoff_reset_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "30",
-     .help = "uptime that resets the backoff"},
-    {.name = "crash-budget",
-     .type = OPT_UINT,
-     .offset = OFF(crash_budget),
-     .min = 1,
-     .max = CR_RESTART_MAX_BUDGET,
-     .live = true,
-     .arg = "N",
-     .def = "5",
-     .help = "more than N deaths in the window marks a worker failed"},
-    {.name = "crash-window",
-     .type = OPT_MS,
-     .offset = OFF(crash_window_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "30",
-     .help = "window of the crash budget"},
-    {.name = "failed-retry",
-     .type = OPT_MS,
-     .offset = OFF(failed_retry_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .def = "60",
-     .help = "longest retry period of a failed worker: 2 s, doubling to this"},
-    {.name = "threadpool",
-     .type = OPT_UINT,
-     .offset = OFF(threadpool),
-     .min = 0,
-     .max = 1024,
-     .live = true,
-     .arg = "N",
-     .note = "unset",
-     .help = "UV_THREADPOOL_SIZE for workers"},
-    {.name = "memory-max",
-     .type = OPT_SIZE,
-     .offset = OFF(memory_max),
-     SZ,
-     .live = true,
-     .arg = "SIZE",
-     .help = "per-worker cgroup hard limit (K/M/G/T)"},
-    {.name = "memory-high",
-     .type = OPT_SIZE,
-     .offset = OFF(memory_high),
-     SZ,
-     .live = true,
-     .arg = "SIZE",
-     .help = "per-worker memory.high (cgroup v2)"},
-    {.name = "memory-soft",
-     .type = OPT_SOFT,
-     .offset = OFF(memory_soft),
-     SZ,
-     .live = true,
-     .arg = "SIZE|N%",
-     .help = "recycle a worker above this for --soft-samples samples"},
-    {.name = "soft-samples",
-     .type = OPT_UINT,
-     .offset = OFF(soft_samples),
-     .min = 1,
-     .max = 1000,
-     .live = true,
-     .arg = "K",
-     .def = "4",
-     .help = "consecutive samples above the soft limit"},
-    {.name = "heap-headroom",
-     .type = OPT_UINT,
-     .offset = OFF(heap_headroom_pct),
-     .min = 0,
-     .max = 90,
-     .live = true,
-     .arg = "PCT",
-     .def = "25",
-     .help = "heap limit = memory-max minus PCT%"},
-    {.name = "node-heap",
-     .type = OPT_BOOL,
-     .offset = OFF(node_heap),
-     .help = "add --max-old-space-size=<heap limit MB> to a node worker"},
-    {.name = "node-agent",
-     .type = OPT_BOOL,
-     .offset = OFF(node_agent),
-     .note = "with --node-heap when the agent is installed",
-     .help = "preload corral-node-agent.js into a node worker: READY and reports from an "
-             "unmodified app"},
-    {.name = "cgroup-parent",
-     .type = OPT_STR,
-     .offset = OFF(cgroup_parent),
-     .arg = "REL",
-     .note = "corrald's own",
-     .help = "cgroup under which workers/<INSTANCE>/w<ID>-<GEN> are made"},
-    {.name = "instance",
-     .type = OPT_STR,
-     .offset = OFF(instance),
-     .arg = "NAME",
-     .note = "hash of the control path",
-     .help = "name of this corrald's worker subtree, one live corrald each (letters, digits, - and "
-             "_, up to 64)"},
-    {.name = "no-cgroups",
-     .type = OPT_BOOL,
-     .offset = OFF(no_cgroups),
-     .help = "run without per-worker cgroups"},
-    {.name = "sample-interval",
-     .type = OPT_MS_MS,
-     .offset = OFF(sample_interval_ms),
-     DUR(10),
-     .live = true,
-     .arg = "MS",
-     .def = "250",
-     .help = "memory sample period"},
-    {.name = "pss",
-     .type = OPT_BOOL,
-     .offset = OFF(pss),
-     .live = true,
-     .help =
-         "sample PSS from smaps_rollup instead of RSS from statm (shared pages split; costlier)"},
-    {.name = "sample-ring",
-     .type = OPT_UINT,
-     .offset = OFF(sample_ring),
-     .min = 8,
-     .max = 100000,
-     .arg = "N",
-     .def = "240",
-     .help = "samples kept per worker"},
-    {.name = "history",
-     .type = OPT_UINT,
-     .offset = OFF(history),
-     .min = 1,
-     .max = CR_HISTORY_MAX_CAPACITY,
-     .arg = "N",
-     .def = "256",
-     .help = "death records kept"},
-    {.name = "max-requests",
-     .type = OPT_U64,
-     .offset = OFF(max_requests),
-     .min = 0,
-     .max = 1000000000000000ull,
-     .live = true,
-     .arg = "N",
-     .note = "off",
-     .help = "recycle a worker after N requests; 0 = never"},
-    {.name = "max-requests-jitter",
-     .type = OPT_U64,
-     .offset = OFF(max_requests_jitter),
-     .min = 0,
-     .max = 1000000000000ull,
-     .live = true,
-     .arg = "N",
-     .def = "0",
-     .help = "random 0..N added to --max-requests per worker"},
-    {.name = "max-lifetime",
-     .type = OPT_MS,
-     .offset = OFF(max_lifetime_ms),
-     DUR(0),
-     .live = true,
-     .arg = "SEC",
-     .note = "off",
-     .help = "recycle a worker after this uptime; 0 = never"},
-    {.name = "spares",
-     .type = OPT_UINT,
-     .offset = OFF(spares),
-     .min = 0,
-     .max = 64,
-     .live = true,
-     .arg = "N",
-     .def = "0",
-     .help = "warm spares kept ready and frozen; one takes a dead worker's slot at once (not with "
-             "reuseport)"},
-    {.name = "no-exit-notice",
-     .type = OPT_BOOL,
-     .offset = OFF(no_exit_notice),
-     .help = "with spares: promote one when a worker is reaped, not on the kernel's exit notice "
-             "(taskstats; needs CAP_NET_ADMIN), which comes before the kernel frees the dead "
-             "worker's memory"},
-    {.name = "recycle-parallel",
-     .type = OPT_UINT,
-     .offset = OFF(recycle_parallel),
-     .min = 1,
-     .max = 4096,
-     .live = true,
-     .arg = "N",
-     .def = "1",
-     .help = "workers recycled at once"},
-    {.name = "spawn-parallel",
-     .type = OPT_UINT,
-     .offset = OFF(spawn_parallel),
-     .min = 0,
-     .max = 4096,
-     .live = true,
-     .arg = "N",
-     .def = "0",
-     .note = "twice the cores, at least 4",
-     .help = "most workers starting (forked, not yet READY) at once, fewer while the loop's turns "
-             "run long, the rest queued"},
-    {.name = "priority-boost",
-     .type = OPT_UINT,
-     .offset = OFF(priority_boost),
-     .min = 0,
-     .max = 39,
-     .arg = "N",
-     .def = "10",
-     .help = "corrald runs N nice levels above its workers, with a short scheduler slice, so that "
-             "it answers while they start; 0 = as started (the nice needs CAP_SYS_NICE, see "
-             "docs/reliability.md)"},
-    {.name = "user",
-     .type = OPT_STR,
-     .offset = OFF(user),
-     .arg = "USER",
-     .note = "corrald's own",
-     .help = "run workers as this user (name or uid), after their cgroup is set up; needs root"},
-    {.name = "group",
-     .type = OPT_STR,
-     .offset = OFF(group),
-     .arg = "GROUP",
-     .note = "--user's primary group",
-     .help = "run workers with this group; supplementary groups are cleared"},
-    {.name = "env",
-     .type = OPT_ENV,
-     .offset = OFF(env),
-     .arg = "KEY=VALUE",
-     .help = "set a variable for workers (repeatable)"},
-    {.name = "pass-env",
-     .type = OPT_NAMES,
-     .offset = OFF(pass_env),
-     .arg = "KEY",
-     .note = "all but a deny-list",
-     .help = "pass only these variables of corrald's environment (repeatable; see "
-             "docs/reliability.md)"},
-    {.name = "log-level",
-     .type = OPT_LEVEL,
-     .offset = OFF(log_level),
-     .live = true,
-     .arg = "LEVEL",
-     .def = "info",
-     .help = "debug, info, notice, warning or err"},
-};
-
-#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
 static const char *const balance_names[_CR_BALANCE_MAX] = {
     [CR_BALANCE_SHARED] = "shared",
@@ -474,7 +54,7 @@ static void free_argv(struct cr_config *cfg)
     cfg->argc = 0;
 }
 
-static bool is_list(const struct opt *o)
+static bool is_list(const struct cr_opt *o)
 {
     return o->type == OPT_ENV || o->type == OPT_NAMES;
 }
@@ -489,13 +69,13 @@ static void free_list(char ***p)
 
 void cr_config_done(struct cr_config *cfg)
 {
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (opts[i].type == OPT_STR || opts[i].type == OPT_LEVEL) {
-            char **p = (char **)((char *)cfg + opts[i].offset);
+    for (size_t i = 0; i < cr_noptions; i++)
+        if (cr_options[i].type == OPT_STR || cr_options[i].type == OPT_LEVEL) {
+            char **p = (char **)((char *)cfg + cr_options[i].offset);
             free(*p);
             *p = NULL;
-        } else if (is_list(&opts[i])) {
-            free_list((char ***)((char *)cfg + opts[i].offset));
+        } else if (is_list(&cr_options[i])) {
+            free_list((char ***)((char *)cfg + cr_options[i].offset));
         }
     free_argv(cfg);
 }
@@ -525,7 +105,7 @@ int cr_parse_duration_ms(const char *s, uint64_t *ret)
     return cr_units_parse_ms(s, 1000, CR_MAX_DURATION_MS, ret);
 }
 
-static enum cr_units_kind kind_of(const struct opt *o)
+static enum cr_units_kind kind_of(const struct cr_opt *o)
 {
     switch (o->type) {
     case OPT_SIZE:
@@ -539,7 +119,7 @@ static enum cr_units_kind kind_of(const struct opt *o)
     }
 }
 
-static bool numeric(const struct opt *o)
+static bool numeric(const struct cr_opt *o)
 {
     return o->type == OPT_UINT || o->type == OPT_WORKERS || o->type == OPT_U64 ||
            kind_of(o) != CR_UNITS_NUMBER;
@@ -547,7 +127,7 @@ static bool numeric(const struct opt *o)
 
 /* Parses a numeric option's value within its range; the message is the
  * grammar's own, the same as the worker's. */
-static int parse_number(const struct opt *o, const char *value, uint64_t *ret, char *err,
+static int parse_number(const struct cr_opt *o, const char *value, uint64_t *ret, char *err,
                         size_t errlen)
 {
     uint64_t v;
@@ -573,11 +153,11 @@ static int parse_number(const struct opt *o, const char *value, uint64_t *ret, c
     return 0;
 }
 
-static const struct opt *find_opt(const char *name, size_t len)
+static const struct cr_opt *find_opt(const char *name, size_t len)
 {
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
-            return &opts[i];
+    for (size_t i = 0; i < cr_noptions; i++)
+        if (strlen(cr_options[i].name) == len && strncmp(cr_options[i].name, name, len) == 0)
+            return &cr_options[i];
     return NULL;
 }
 
@@ -601,7 +181,7 @@ static int set_ready(struct cr_config *cfg, const char *value, char *err, size_t
 }
 
 /* --workers: a count 1..4096, or auto (0: one per core). */
-static int set_workers(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+static int set_workers(struct cr_config *cfg, const struct cr_opt *o, const char *value, char *err,
                        size_t errlen)
 {
     uint64_t v;
@@ -632,7 +212,7 @@ static size_t name_len(const char *s)
 
 #define CR_CONFIG_MAX_LIST 1024
 
-static int list_append(void *field, const struct opt *o, const char *value, char *err,
+static int list_append(void *field, const struct cr_opt *o, const char *value, char *err,
                        size_t errlen)
 {
     char ***list = field;
@@ -657,7 +237,7 @@ static int list_append(void *field, const struct opt *o, const char *value, char
     return 0;
 }
 
-static int set_value(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+static int set_value(struct cr_config *cfg, const struct cr_opt *o, const char *value, char *err,
                      size_t errlen)
 {
     void *field = (char *)cfg + o->offset;
@@ -744,17 +324,14 @@ static int set_value(struct cr_config *cfg, const struct opt *o, const char *val
     return -EINVAL;
 }
 
-_Static_assert(N_OPTS <= 64 * sizeof(((struct cr_config *)0)->given) / sizeof(uint64_t),
-               "cr_config.given has a bit for every option");
-
-static void mark_given(struct cr_config *cfg, const struct opt *o)
+static void mark_given(struct cr_config *cfg, const struct cr_opt *o)
 {
-    size_t i = (size_t)(o - opts);
+    size_t i = (size_t)(o - cr_options);
     cfg->given[i / 64] |= 1ull << (i % 64);
 }
 
 /* A value given by the user (a flag, the file, `set`), not a default. */
-static int set_given(struct cr_config *cfg, const struct opt *o, const char *value, char *err,
+static int set_given(struct cr_config *cfg, const struct cr_opt *o, const char *value, char *err,
                      size_t errlen)
 {
     int r = set_value(cfg, o, value, err, errlen);
@@ -765,10 +342,10 @@ static int set_given(struct cr_config *cfg, const struct opt *o, const char *val
 
 bool cr_config_given(const struct cr_config *cfg, const char *name)
 {
-    const struct opt *o = name ? find_opt(name, strlen(name)) : NULL;
+    const struct cr_opt *o = name ? find_opt(name, strlen(name)) : NULL;
     if (!o)
         return false;
-    size_t i = (size_t)(o - opts);
+    size_t i = (size_t)(o - cr_options);
     return cfg->given[i / 64] >> (i % 64) & 1;
 }
 
@@ -778,8 +355,8 @@ bool cr_config_given(const struct cr_config *cfg, const char *name)
 void cr_config_init(struct cr_config *cfg)
 {
     *cfg = (struct cr_config){0};
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (opts[i].def && set_value(cfg, &opts[i], opts[i].def, NULL, 0) == -EINVAL)
+    for (size_t i = 0; i < cr_noptions; i++)
+        if (cr_options[i].def && set_value(cfg, &cr_options[i], cr_options[i].def, NULL, 0) == -EINVAL)
             abort();
 }
 
@@ -815,7 +392,7 @@ int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret
     *ret_action = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const struct opt *o = NULL;
+        const struct cr_opt *o = NULL;
         const char *value = NULL;
 
         if (strcmp(a, "--") == 0)
@@ -837,9 +414,9 @@ int cr_config_parse_args(struct cr_config *cfg, int argc, char **argv, char *ret
             if (eq)
                 value = eq + 1;
         } else if (a[0] == '-' && a[1] && !a[2]) {
-            for (size_t k = 0; k < N_OPTS; k++)
-                if (opts[k].short_name == a[1])
-                    o = &opts[k];
+            for (size_t k = 0; k < cr_noptions; k++)
+                if (cr_options[k].short_name == a[1])
+                    o = &cr_options[k];
             if (!o)
                 return fail(err, errlen, "unknown option '%s'", a);
         } else {
@@ -914,7 +491,7 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
     const cJSON *item;
     cJSON_ArrayForEach(item, root)
     {
-        const struct opt *lo = find_opt(item->string, strlen(item->string));
+        const struct cr_opt *lo = find_opt(item->string, strlen(item->string));
         if (strcmp(item->string, "command") == 0) {
             r = json_command(cfg, item, err, errlen);
         } else if (lo && is_list(lo) && cJSON_IsArray(item)) {
@@ -930,7 +507,7 @@ int cr_config_parse_json(struct cr_config *cfg, const char *text, char *err, siz
             if (r >= 0) /* an empty array too: the file says "none" */
                 mark_given(cfg, lo);
         } else {
-            const struct opt *o = find_opt(item->string, strlen(item->string));
+            const struct cr_opt *o = find_opt(item->string, strlen(item->string));
             char buf[4096];
             if (!o || strcmp(o->name, "config") == 0)
                 r = fail(err, errlen, "config: unknown key '%s'", item->string);
@@ -950,7 +527,7 @@ out:
 int cr_config_set(struct cr_config *cfg, const char *key, const char *value, bool live_only,
                   char *err, size_t errlen)
 {
-    const struct opt *o = find_opt(key, strlen(key));
+    const struct cr_opt *o = find_opt(key, strlen(key));
     if (!o)
         return fail(err, errlen, "unknown key '%s'", key);
     if (live_only && !o->live)
@@ -1044,7 +621,7 @@ uint64_t cr_config_heap_limit(const struct cr_config *cfg)
 /* The default as --help states it, one way for every option: the value in
  * the user's syntax, "value = note" when the value is resolved at run time,
  * the note alone, else "off" (a flag) or "none" (nothing set). */
-static const char *default_text(const struct opt *o, char *buf, size_t len)
+static const char *default_text(const struct cr_opt *o, char *buf, size_t len)
 {
     if (o->def && o->note)
         snprintf(buf, len, "%s = %s", o->def, o->note);
@@ -1062,9 +639,9 @@ void cr_config_usage(FILE *f, const char *prog)
             "Supervise N pre-forked workers that serve one listening socket.\n"
             "PROGRAM defaults to the reference worker, corral-worker.\n\n",
             prog);
-    for (size_t i = 0; i < N_OPTS; i++) {
+    for (size_t i = 0; i < cr_noptions; i++) {
         char left[64];
-        const struct opt *o = &opts[i];
+        const struct cr_opt *o = &cr_options[i];
         if (o->short_name)
             snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name, o->arg ? " " : "",
                      o->arg ? o->arg : "");
@@ -1092,8 +669,8 @@ void cr_config_usage(FILE *f, const char *prog)
 
 void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
 {
-    for (size_t i = 0; i < N_OPTS; i++) {
-        const struct opt *o = &opts[i];
+    for (size_t i = 0; i < cr_noptions; i++) {
+        const struct cr_opt *o = &cr_options[i];
         const void *field = (const char *)cfg + o->offset;
         switch (o->type) {
         case OPT_UINT:
