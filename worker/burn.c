@@ -1,6 +1,6 @@
 /* corral-burn MS: burns MS milliseconds of CPU time (not wall time: on a
- * crowded machine it takes longer, which is the point of lesson 13), then
- * exits 0. The child program of the worker's /exec endpoint. */
+ * crowded machine it takes longer, since more CPU-bound children than
+ * cores only share them), then exits 0. The child program of the worker's /exec endpoint. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* CPU-bound child processes under a concurrency limit with a bounded queue
- * (lesson 13): at most `limit` children run (0 = unlimited), at most
+ * (more CPU-bound children than cores only add switching): at most `limit` children run (0 = unlimited), at most
  * `queue_cap` wait, and a submission beyond that fails at once so the
  * caller can answer 503 instead of making everyone late. */
 #pragma once

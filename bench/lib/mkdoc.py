@@ -232,19 +232,19 @@ SUITES = [
     ('1. Throughput', 'throughput',
      'How many /light requests per second does corral serve, against Node and against nginx '
      '`return 200` as the ceiling?', [('throughput.csv', s_throughput)], ['throughput']),
-    ('2. Isolation (lesson 1)', 'isolation',
+    ('2. Isolation: a CPU-bound request blocks its own process only', 'isolation',
      'While one client sends /heavy?ms=2000 back to back, what latency does a /light sent every '
      '100 ms see, in one process and scaled out?', [('isolation.csv', s_isolation)], ['isolation']),
-    ('3. Thread pool (lessons 5, 6)', 'threadpool',
+    ('3. Thread pool: waves of jobs, and a bigger pool adds no CPU', 'threadpool',
      'When do 8 concurrent pool jobs (/hash, pbkdf2, ~300 ms each alone) finish, for pool sizes '
      '1/4/8 in one worker vs 2 workers × pool 4?', [('threadpool.csv', s_threadpool)], ['threadpool']),
-    ('4. Loop-bound CPU (lesson 8)', 'loopbound',
+    ('4. Loop-bound CPU: a synchronous call blocks the whole loop', 'loopbound',
      'Does a bigger pool or another worker raise the throughput of CPU work done on the loop '
      '(/hashsync, 8 concurrent)?', [('loopbound.csv', s_loopbound)], ['loopbound']),
-    ('5. File reads (lesson 7)', 'filereads',
+    ('5. File reads go through the thread pool', 'filereads',
      'How long do 50 concurrent reads of a 10 MB file take with pool 1 vs pool 10, and 2 workers?',
      [('filereads.csv', s_filereads)], ['filereads']),
-    ('6. Bounded child work (lesson 13)', 'exec',
+    ('6. Bounded child work: a limit near the core count', 'exec',
      'With 30 concurrent /exec jobs (CPU-bound children), when do the first, the mean and the last '
      'finish, unlimited vs 2 at a time, and how slow is /health meanwhile?',
      [('exec.csv', s_exec)], ['exec']),

@@ -49,7 +49,7 @@ function nowMs() {
 }
 
 // Retained memory. Module-level on purpose: it lives as long as the process
-// (lesson 10/12), which is exactly what /alloc and /buffer must reproduce.
+// (a GC frees nothing still referenced, and module state lives per process), which is exactly what /alloc and /buffer must reproduce.
 const retainedHeap = [];
 const retainedBuffers = [];
 let counter = 0;
@@ -179,7 +179,7 @@ function count(req, res) {
   this.send(res, 200, { count: counter, pid: process.pid, worker: this.workerId });
 }
 
-// Burns the event loop: every other request of this process waits (lesson 1).
+// Burns the event loop: every other request of this process waits.
 function heavy(req, res, q) {
   const ms = intParam(q, 'ms', 100, 0, MAX_MS);
   if (Number.isNaN(ms)) return this.bad(res, `ms: integer 0..${MAX_MS}`);
@@ -189,7 +189,7 @@ function heavy(req, res, q) {
   return this.send(res, 200, { ms, spins, start, end: nowMs() });
 }
 
-// Waits without blocking anything (lesson 2).
+// Waits without blocking anything.
 function slow(req, res, q) {
   const ms = intParam(q, 'ms', 100, 0, MAX_MS);
   if (Number.isNaN(ms)) return this.bad(res, `ms: integer 0..${MAX_MS}`);
@@ -201,7 +201,7 @@ function hashParams(q) {
   return intParam(q, 'iter', 100000, 1, MAX_ITER);
 }
 
-// pbkdf2 on the libuv thread pool (lesson 5/6).
+// pbkdf2 on the libuv thread pool.
 function hash(req, res, q) {
   const iter = hashParams(q);
   if (Number.isNaN(iter)) return this.bad(res, `iter: integer 1..${MAX_ITER}`);
@@ -213,7 +213,7 @@ function hash(req, res, q) {
   });
 }
 
-// The same work on the loop (lesson 8).
+// The same work on the loop: it blocks every request of this process.
 function hashsync(req, res, q) {
   const iter = hashParams(q);
   if (Number.isNaN(iter)) return this.bad(res, `iter: integer 1..${MAX_ITER}`);
@@ -223,7 +223,7 @@ function hashsync(req, res, q) {
   return this.send(res, 200, { iter, start, end, ms: end - start, key: key.toString('hex', 0, 8) });
 }
 
-// File reads go through the thread pool (lesson 7). The whole file is read
+// File reads go through the thread pool. The whole file is read
 // with fs.readFile; a smaller `mb` reads a prefix with one positional read.
 function file(req, res, q) {
   const mb = intParam(q, 'mb', this.fileMb, 1, this.fileMb);
@@ -243,7 +243,7 @@ function file(req, res, q) {
 }
 
 // Parses a JSON body on the loop; the cap bounds how long one body can stall
-// the loop (lesson 8).
+// the loop.
 function json(req, res) {
   const declared = Number(req.headers['content-length'] ?? 0);
   const tooBig = () => {
@@ -287,7 +287,7 @@ function memParams(q) {
 
 // Grows the V8 heap. Past --max-old-space-size V8 aborts: "FATAL ERROR:
 // Reached heap limit Allocation failed - JavaScript heap out of memory",
-// SIGABRT, 134 (lesson 11).
+// SIGABRT, 134.
 function alloc(req, res, q) {
   const [mb, retain] = memParams(q);
   if (Number.isNaN(mb) || retain === null) return this.bad(res, `mb: integer 1..${MAX_MB}, retain: 0|1`);
@@ -298,7 +298,7 @@ function alloc(req, res, q) {
 }
 
 // Grows off-heap memory: rss and external rise, heapUsed stays flat; past
-// the cgroup limit the kernel kills the process: SIGKILL, 137 (lesson 9/11).
+// the cgroup limit the kernel kills the process: SIGKILL, 137.
 function buffer(req, res, q) {
   const [mb, retain] = memParams(q);
   if (Number.isNaN(mb) || retain === null) return this.bad(res, `mb: integer 1..${MAX_MB}, retain: 0|1`);

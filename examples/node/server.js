@@ -64,8 +64,8 @@ function notifyFd() {
 }
 
 // The periodic report: WATCHDOG=1 plus the memory and loop figures corrald
-// reads together (heapUsed alone misses Buffers, lesson 9; max shows a stall
-// p99 hides, lesson 4). The delay histogram and the ELU are per interval.
+// reads together (heapUsed alone misses Buffers; max shows a stall
+// p99 hides). The delay histogram and the ELU are per interval.
 class Reporter {
   constructor(notifier, app, intervalMs) {
     this.notifier = notifier;

@@ -105,14 +105,14 @@ def case_heavy(w):
     get(w.port, "/light")  # warm-up: the first request compiles the handler
     _, _, _, alone = get(w.port, "/light")
     check(alone < 0.15, "/light alone: %.1f ms" % (alone * 1000))
-    # Lesson 2: waiting blocks nothing.
+    # Waiting blocks nothing.
     t = threading.Thread(target=get, args=(w.port, "/slow?ms=300"))
     t.start()
     time.sleep(0.05)
     _, _, _, during_slow = get(w.port, "/light")
     t.join()
     check(during_slow < 0.15, "/light during /slow?ms=300: %.1f ms" % (during_slow * 1000))
-    # Lesson 1: CPU on the loop blocks everything else of this process.
+    # CPU on the loop blocks everything else of this process.
     t = threading.Thread(target=get, args=(w.port, "/heavy?ms=300"))
     t.start()
     time.sleep(0.05)
@@ -178,7 +178,7 @@ def case_buffer(w):
     check(d_proc >= 150 * MB, "/proc VmRSS rose >= 150 MB")
     check(d_ext >= 190 * MB, "X_EXTERNAL rose >= 190 MB")
     check(d_heap < 20 * MB, "X_HEAP_USED stayed within 20 MB")
-    # The same megabytes on the heap move heapUsed instead (lesson 9).
+    # The same megabytes on the heap move heapUsed instead .
     get(w.port, "/alloc?mb=50")
     rep1 = report_after(w, 21)
     d_heap = int(rep1["X_HEAP_USED"]) - int(rep["X_HEAP_USED"])

@@ -31,7 +31,7 @@ static void hist_quantiles(void **state)
     assert_int_equal(h.max, 1000);
     assert_int_equal(h.count, 1000);
     /* One long stall among many short ticks: p99 hides it, max shows it
-     * (lesson 4). */
+     * (p99 hides a single stall; max shows it). */
     cr_hist_reset(&h);
     for (int i = 0; i < 199; i++)
         cr_hist_record(&h, 100);

@@ -289,7 +289,7 @@ def case_drain():
         w.stop()
 
 
-# ---- the loop (lessons 1-5) ----
+# ---- the loop: blocking, waiting, late timers, max against p99, the pool ----
 
 def case_heavy():
     with Worker() as w:
@@ -358,7 +358,7 @@ def case_hashwaves():
         check(max(s for s, _ in jobs) < min(e for _, e in jobs), "pool 8 should start all 8 at once: %r" % jobs)
 
 
-# ---- memory (lessons 9, 11) ----
+# ---- memory: heap against off-heap, the two ceilings ----
 
 def case_alloc_abort():
     with Worker(["--heap-limit", "48M"]) as w:
@@ -394,7 +394,7 @@ def case_offheap():
         check(f["freed_external"] >= 64 << 20 and f["memory"]["external"] == 0, f)
 
 
-# ---- /exec (lesson 13), /file (lesson 7) ----
+# ---- /exec (bounded child work), /file (reads on the pool) ----
 
 def case_exec503():
     with Worker(["--exec-concurrency", "1", "--exec-queue", "1"]) as w:
