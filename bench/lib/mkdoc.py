@@ -1,5 +1,7 @@
-"""Regenerates docs/benchmarks.md from bench/results/*.csv and meta.json.
-No number in the document is typed by hand: tables are the CSVs, and the
+"""Regenerates docs/benchmarks.md from bench/results/*.csv and meta.json,
+and, after a full sitting (every suite of one `bench/run`), the README's
+"Numbers" table and the sittings' history (bench/results/sittings.json).
+No number in the documents is typed by hand: tables are the CSVs, and the
 sentences under them read their figures from the same CSVs."""
 
 import csv
@@ -9,6 +11,11 @@ import os
 from common import RESULTS, ROOT
 
 DOC = os.path.join(ROOT, 'docs', 'benchmarks.md')
+README = os.path.join(ROOT, 'README.md')
+SITTINGS = os.path.join(RESULTS, 'sittings.json')
+EARLIER = os.path.join(ROOT, 'bench', 'history', 'readme-before-2026-12-02.md')
+README_BEGIN = '<!-- numbers: bench/lib/mkdoc.py writes this table after a full bench/run -->'
+README_END = '<!-- /numbers -->'
 
 
 def load(name):
@@ -228,6 +235,18 @@ def s_profile_after(t):
     return ''
 
 
+def s_latency(t):
+    med = next((r for r in t[1:] if r[0] == 'median'), None)
+    if not med:
+        return ''
+    mx = float(med[6])
+    return (f'Median of the runs: p99 {float(med[5]):.1f} ms, max {mx:.1f} ms (target ≤ 20 ms: '
+            f'{verdict(mx <= 20)}), {float(med[1]):.0f} workers ready after '
+            f'{float(med[2]):.1f} s. The pinger runs SCHED_FIFO, so its own waits for a core are '
+            f'not charged to corrald; the steal column is what the host took from this virtual '
+            f'machine meanwhile (docs/reliability.md, "Loop latency", has every earlier sitting).')
+
+
 SUITES = [
     ('1. Throughput', 'throughput',
      'How many /light requests per second does corral serve, against Node and against nginx '
@@ -269,6 +288,10 @@ SUITES = [
      'without and with a frozen warm spare, Node cluster and PM2, for the reference worker and '
      'for a Node worker, and how many requests are lost?',
      [('restart-spares.csv', s_restart_spares), ('scale.csv', s_scale)], []),
+    ('12. The loop while 1000 workers start', 'latency',
+     'Does corrald answer its control socket (and so its signals and heartbeats) within 20 ms '
+     'while `scale 1000` starts a thousand workers, each in its own cgroup?',
+     [('latency.csv', s_latency)], []),
 ]
 
 NOTES = {
@@ -362,6 +385,151 @@ Programs used: wrk, gnuplot (pngcairo), nginx, node, meson/ninja, python3.
 """
 
 
+def _f(x, fmt='.1f'):
+    return format(float(x), fmt)
+
+
+def numbers():
+    """The README's table: one row per question a user asks, each read from
+    the CSVs of the sitting. None when a CSV it needs is missing."""
+    t = {n: load(n + '.csv') for n in ('throughput', 'isolation', 'threadpool', 'loopbound',
+                                         'exec', 'restart-spares', 'scale', 'cgroups',
+                                         'startup', 'hotpath', 'latency')}
+    if not all(t.values()):
+        return None
+    g = lambda name, label, col: num(t[name], label, col)  # noqa: E731
+
+    def spare(server, worker, col):
+        for r in t['restart-spares'][1:]:
+            if r[0] == server and r[1] == worker:
+                return r[t['restart-spares'][0].index(col)]
+        return 'n/a'
+
+    ex = t['exec']
+    u, lim = ex[1], ex[2]
+    soft = next((r for r in t['cgroups'][1:] if r[0].startswith('soft-limit')), None)
+    st = next((r for r in t['startup'][1:] if r[0] == 'corral-worker' and
+               r[1].startswith('SCHED')), None)
+    fl = next((r for r in t['startup'][1:] if r[0].startswith('floor') and
+               r[1].startswith('SCHED')), None)
+    sc = next((r for r in t['scale'][1:] if r[0] == '256 workers, cgroups'), None)
+    hp = next((r for r in t['hotpath'][1:] if r[0] == 'corral N=2'), None)
+    ng = next((r for r in t['hotpath'][1:] if r[0].startswith('nginx')), None)
+    lat = next((r for r in t['latency'][1:] if r[0] == 'median'), None)
+    rows = [
+        ('How many `/light` requests a second? (wrk -c64; wrk takes one of the 2 cores)',
+         f'2 workers {g("throughput", "corral N=2", "req/s") / 1000:.1f}k = '
+         f'**{g("throughput", "corral N=2", "x nginx"):.2f}× nginx**; 1 worker '
+         f'{g("throughput", "corral N=1", "req/s") / 1000:.1f}k',
+         f'nginx `return 200` {g("throughput", "nginx return 200 (2 workers)", "req/s") / 1000:.1f}k; '
+         f'Node cluster 2 {g("throughput", "node cluster 2 (rr)", "req/s") / 1000:.1f}k'),
+        ('Does a 2 s CPU request delay the other requests? (`/light` p99 while a client runs '
+         '`/heavy?ms=2000` back to back)',
+         f'2 workers, shared socket: **{g("isolation", "corral N=2 shared", "p99 ms"):.1f} ms** '
+         f'({g("isolation", "corral N=2 shared (no /heavy)", "p99 ms"):.1f} ms without /heavy); '
+         f'1 worker: {g("isolation", "corral N=1", "p99 ms") / 1000:.1f} s',
+         f'Node 1 process {g("isolation", "node 1 process", "p99 ms") / 1000:.1f} s; Node '
+         f'cluster rr {g("isolation", "node cluster 2 rr", "max ms") / 1000:.1f} s max'),
+        ('Does a bigger thread pool finish 8 pbkdf2 jobs sooner? (pool 1 / 4 / 8, total)',
+         f'{g("threadpool", "corral N=1 pool 1", "total ms") / 1000:.2f} / '
+         f'{g("threadpool", "corral N=1 pool 4", "total ms") / 1000:.2f} / '
+         f'{g("threadpool", "corral N=1 pool 8", "total ms") / 1000:.2f} s: a bigger pool adds '
+         f'no CPU; 2 workers × pool 4 {g("threadpool", "corral N=2 pool 4", "total ms") / 1000:.2f} s',
+         f'Node pool 4: {g("threadpool", "node 1 process pool 4", "total ms") / 1000:.2f} s'),
+        ('CPU work on the loop (`/hashsync`, 8 at once): a bigger pool or another worker?',
+         f'pool 16 = {g("loopbound", "corral N=1 pool 16", "x N=1 pool 1"):.2f}× pool 1; '
+         f'**2 workers = {g("loopbound", "corral N=2 pool 4", "x N=1 pool 1"):.2f}×**',
+         f'Node cluster 2 = {g("loopbound", "node cluster 2 rr", "x N=1 pool 1"):.2f}× Node 1'),
+        ('30 CPU-bound child jobs (`/exec`): unlimited or 2 at a time? (first / mean / last; '
+         '`/health` max meanwhile)',
+         f'{u[1]} / {u[2]} / {u[3]} s unlimited, {lim[1]} / {lim[2]} / {lim[3]} s limited; '
+         f'`/health` max {_f(u[6], ".0f")} → {_f(lim[6], ".0f")} ms', ''),
+        ('`kill -9` a worker: how soon does its replacement answer? (median of 20)',
+         f'reference worker {_f(spare("corral N=1", "reference", "median ms"))} ms, '
+         f'**{_f(spare("corral N=1 --spares 1", "reference", "median ms"))} ms with a warm '
+         f'spare**; Node worker {_f(spare("corral N=1", "node", "median ms"), ".0f")} ms, '
+         f'{_f(spare("corral N=1 --spares 1", "node", "median ms"))} ms with a spare; '
+         f'{spare("corral N=1", "reference", "requests lost")} requests lost',
+         f'Node cluster {_f(spare("node cluster 2 rr", "node", "median ms"), ".0f")} ms, '
+         f'{spare("node cluster 2 rr", "node", "requests lost")} lost; PM2 cluster '
+         f'{_f(spare("pm2 cluster -i 2", "node", "median ms"), ".0f")} ms, '
+         f'{spare("pm2 cluster -i 2", "node", "requests lost")} lost'),
+        ('How soon is a worker over its soft memory limit replaced?',
+         f'{_f(soft[1], ".0f")} ms after usage crossed it (4 samples of 250 ms)' if soft else 'n/a',
+         'PM2 polls RSS every 30 s'),
+        ('What does corrald cost at 256 workers with cgroups? (idle CPU, RSS, `status`)',
+         f'{_f(sc[3])} % CPU, {_f(sc[4])} MiB, `status` {_f(sc[5])} ms' if sc else 'n/a', ''),
+        ('Does corrald answer while `scale 1000` starts workers? (ping p99 / max, median of '
+         f'{len(t["latency"]) - 2} runs, cgroups)',
+         f'p99 {_f(lat[5])} ms, **max {_f(lat[6])} ms**; 1000 ready in {_f(lat[2])} s'
+         if lat else 'n/a', ''),
+        ('Worker spawn → READY=1 (median, SCHED_FIFO)',
+         f'{_f(st[3], ".2f")} ms' if st else 'n/a',
+         f'a C program that only says READY: {_f(fl[3], ".2f")} ms' if fl else ''),
+        ('CPU time per `/light` request, 2 workers',
+         f'{_f(hp[3])} µs = {_f(hp[4], ".2f")}× nginx' if hp else 'n/a',
+         f'nginx `return 200`: {_f(ng[3])} µs' if ng else ''),
+    ]
+    return rows
+
+
+def numbers_md(meta, rows):
+    m = meta or {}
+    out = [README_BEGIN,
+           f'From one `bench/run` (every suite, one sitting) on {m.get("date", "n/a")}: '
+           f'{m.get("nproc", "?")} × {m.get("cpu", "?")}, kernel {m.get("kernel", "?")}, '
+           f'Node {m.get("node", "?")}, {m.get("nginx", "?")}; corral {m.get("commit", "?")}, '
+           f'load average {m.get("loadavg", "?")} at the start. Every side of a row ran in that '
+           'sitting on 127.0.0.1; the full tables, plots and commands are in '
+           '[docs/benchmarks.md](docs/benchmarks.md), earlier sittings under its "Sittings".',
+           '', '| question | corral | peer |', '|---|---|---|']
+    out += [f'| {q} | {c} | {p} |' for q, c, p in rows]
+    out.append(README_END)
+    return '\n'.join(out)
+
+
+def record_sitting(meta):
+    """A full sitting's README rows, kept in bench/results/sittings.json."""
+    rows = numbers()
+    if rows is None:
+        return
+    hist = json.load(open(SITTINGS)) if os.path.exists(SITTINGS) else []
+    hist.append({'date': meta.get('date'), 'commit': meta.get('commit'),
+                 'loadavg': meta.get('loadavg'), 'rows': [list(r) for r in rows]})
+    with open(SITTINGS, 'w') as f:
+        json.dump(hist, f, indent=1, ensure_ascii=False)
+
+
+def write_readme(meta):
+    rows = numbers()
+    if rows is None or not (meta or {}).get('sitting'):
+        print('mkdoc: the README\'s table is kept: the results are not one full sitting')
+        return
+    with open(README) as f:
+        text = f.read()
+    i, j = text.find(README_BEGIN), text.find(README_END)
+    if i < 0 or j < i:
+        print('mkdoc: README.md has no numbers markers; its table is not written')
+        return
+    with open(README, 'w') as f:
+        f.write(text[:i] + numbers_md(meta, rows) + text[j + len(README_END):])
+
+
+def sittings_md():
+    out = ['\n## Sittings\n\nEvery full `bench/run`, newest first: the README\'s table as it was '
+           'written from that sitting.\n']
+    hist = json.load(open(SITTINGS)) if os.path.exists(SITTINGS) else []
+    for s in reversed(hist):
+        out.append(f'\n### {s["date"]} (corral {s["commit"]}, load average {s["loadavg"]})\n\n'
+                   '| question | corral | peer |\n|---|---|---|\n')
+        out += [f'| {q} | {c} | {p} |\n' for q, c, p in s['rows']]
+    if os.path.exists(EARLIER):
+        with open(EARLIER) as f:
+            text = f.read().replace('](docs/', '](')
+        out.append('\n### Before one-sitting tables\n\n' + text.split('\n', 1)[1].lstrip())
+    return ''.join(out)
+
+
 def main():
     meta_path = os.path.join(RESULTS, 'meta.json')
     meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
@@ -380,8 +548,10 @@ def main():
         for img in imgs:
             if os.path.exists(os.path.join(ROOT, 'docs', 'img', img + '.png')):
                 out.append(f'\n![{title}](img/{img}.png)\n')
+    out.append(sittings_md())
     with open(DOC, 'w') as f:
         f.write(''.join(out))
+    write_readme(meta)
 
 
 if __name__ == '__main__':
