@@ -5,6 +5,7 @@
  * (the old worker is drained then); one not ready yet restarts in place.
  * Also the drain of a worker that goes for good. */
 
+#include <assert.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -59,6 +60,8 @@ enum cr_wevent cr_recycle_act_restart_in_place(struct cr_worker *w)
 enum cr_wevent cr_recycle_act_start_replacement(struct cr_worker *old)
 {
     struct cr_slot *slot = old->slot;
+    /* The table took the turn only for a recyclable worker: its slot's holder. */
+    assert(old->role == CR_ROLE_HOLDER && slot && slot->holder == old && !slot->replacement);
     struct cr_worker *r = cr_worker_alloc(old->sup, slot->id);
     if (!r)
         return NOTHING; /* still queued: the next pump tries again */
@@ -74,6 +77,7 @@ enum cr_wevent cr_recycle_act_start_replacement(struct cr_worker *old)
 void cr_recycle_took_over(struct cr_worker *r)
 {
     struct cr_slot *slot = r->slot;
+    assert(slot && slot->replacement == r);
     struct cr_worker *old = slot->holder;
     slot->holder = r;
     slot->replacement = NULL;

@@ -4,6 +4,7 @@
  * states change only through the lifecycle table (cr_worker_event,
  * supervisor.c). A spare has no slot until a promotion gives it one. */
 
+#include <assert.h>
 #include <signal.h>
 #include <string.h>
 
@@ -88,6 +89,7 @@ struct cr_worker *cr_spare_promote(struct cr_worker *dead)
     struct cr_worker *s = cr_spare_frozen(sup);
     if (!s || !slot)
         return NULL;
+    assert(dead->role == CR_ROLE_HOLDER && slot->holder == dead && !s->slot);
     cr_worker_unlink(s);
     s->g.id = slot->id;
     s->slot = slot;

@@ -469,6 +469,7 @@ static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now)
 static void record_death(struct cr_worker *w, uint64_t now)
 {
     struct cr_supervisor *sup = w->sup;
+    assert(w->g.pid);
     struct cr_postmortem *pm = cr_worker_postmortem(&w->g, now);
     if (!pm)
         abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
