@@ -58,12 +58,7 @@ int main(int argc, char **argv)
     /* Signals arrive blocked, with corrald's dispositions (the child that
      * started us shared corrald's memory, where a handler or a core dump
      * must not run): the worker starts from the defaults. */
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    cr_spawn_child_default_signals();
 
     struct cr_spawn_child c;
     if (argc < 4 || cr_spawn_child_parse(argv[1], &c) < 0)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* The line is ten fields separated by ':', '-' for an absent one:
@@ -167,6 +168,25 @@ static int die_with_parent(pid_t ppid)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         return errno;
     return getppid() == ppid ? 0 : ESRCH;
+}
+
+void cr_spawn_child_default_signals(void)
+{
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    /* glibc keeps the signals below SIGRTMIN for itself (thread
+     * cancellation, setxid) and its signal() refuses them; one inherited
+     * as ignored (seen under dpkg-buildpackage) would stay ignored in the
+     * worker. The system call resets them: an all-zero kernel sigaction is
+     * SIG_DFL, no flags, an empty mask, whatever the architecture's layout. */
+    for (int s = 32; s < SIGRTMIN; s++) {
+        unsigned long dfl[4] = {0};
+        syscall(SYS_rt_sigaction, s, dfl, NULL, sizeof(uint64_t));
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, char *const *argv,

@@ -66,5 +66,9 @@ bool cr_spawn_child_slot_ok(const char *entry);
  * writes {stage, errno} to c->err_fd and exits 127. Never returns.
  * Async-signal-safe: it runs between fork and exec too. envp is written to
  * (the LISTEN_PID slot). */
+/* Every signal's disposition back to the default and the mask emptied, as a
+ * worker program must start: from corral-exec, and from the fork path's
+ * child (async-signal-safe). */
+void cr_spawn_child_default_signals(void);
 void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, char *const *argv,
                            char *const *envp) __attribute__((noreturn));

@@ -91,12 +91,7 @@ static struct cr_spawn_child child_spec(const struct cr_spawn_opts *o, int err_f
 static void __attribute__((noreturn))
 child(const struct cr_spawn_opts *o, const struct cr_spawn_child *c, const struct fds *f)
 {
-    sigset_t none;
-    sigemptyset(&none);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    cr_spawn_child_default_signals();
 
     /* Our own session: a Ctrl-C on corrald's terminal must reach corrald
      * only, which then drains the workers in order. */
