@@ -49,9 +49,14 @@ static void on_exited(struct cr_gen *g)
     cr_worker_reaped(cr_worker_of(g));
 }
 
+static void on_exec_ok(struct cr_gen *g)
+{
+    cr_worker_event(cr_worker_of(g), CR_WE_EXEC_OK);
+}
+
 static void on_exec_failed(struct cr_gen *g)
 {
-    cr_worker_exec_failed(cr_worker_of(g));
+    cr_worker_event(cr_worker_of(g), CR_WE_EXEC_FAILED);
 }
 
 static void on_message(struct cr_gen *g, const struct cr_notify_msg *m)
@@ -71,6 +76,7 @@ static void on_exit_notice(struct cr_gen *g)
 
 static const struct cr_gen_sink sink = {
     .exited = on_exited,
+    .exec_ok = on_exec_ok,
     .exec_failed = on_exec_failed,
     .message = on_message,
     .recycle = on_recycle,

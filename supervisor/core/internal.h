@@ -101,8 +101,13 @@ struct cr_deaths {
 /* Where corrald is in its life (operations.c). */
 enum cr_phase {
     CR_PHASE_RUNNING,
-    CR_PHASE_RELOADING, /* every worker queued for a rolling replacement */
-    CR_PHASE_STOPPING,  /* every worker draining; corrald exits once the table is empty */
+    CR_PHASE_STOPPING, /* every worker draining; corrald exits once the table is empty */
+};
+
+/* A reload: every worker queued for a rolling replacement (recycle.c). */
+struct cr_reload {
+    bool running;
+    unsigned failed; /* replacements of the running reload that died before ready */
 };
 
 struct cr_supervisor {
@@ -111,7 +116,7 @@ struct cr_supervisor {
     uint64_t started_at; /* loop ms */
     uint64_t started_wall_ms;
     enum cr_phase phase;
-    unsigned reload_failed; /* replacements of the running reload that died (recycle.c) */
+    struct cr_reload reload;
     int exit_code;
 
     struct cr_worker *workers; /* by slot id, spares first, a replacement after its holder */

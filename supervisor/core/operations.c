@@ -90,8 +90,7 @@ void cr_supervisor_reload(struct cr_supervisor *sup, const char *why)
 {
     if (sup->phase == CR_PHASE_STOPPING)
         return;
-    sup->phase = CR_PHASE_RELOADING;
-    sup->reload_failed = 0;
+    cr_recycle_reload_start(sup);
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_RELOAD,
                                                   .phase = CR_RELOAD_STARTED, .reason = why});
     cr_log(CR_LOG_NOTICE, "reload (%s): rolling replacement of every worker", why);

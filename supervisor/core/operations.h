@@ -24,6 +24,7 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup);
 void cr_supervisor_done(struct cr_supervisor *sup);
 
 void cr_supervisor_stop(struct cr_supervisor *sup);
+
 void cr_supervisor_reload(struct cr_supervisor *sup, const char *why);
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n);
 int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why);

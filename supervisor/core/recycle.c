@@ -119,8 +119,8 @@ enum cr_wevent cr_recycle_act_failed(struct cr_worker *r)
     if (slot->holder && slot->holder->role == CR_ROLE_REPLACED)
         slot->holder->role = CR_ROLE_HOLDER;
     r->role = CR_ROLE_RETIRING;
-    if (sup->phase == CR_PHASE_RELOADING)
-        sup->reload_failed++;
+    if (sup->reload.running)
+        sup->reload.failed++;
     cr_log_event(CR_LOG_WARNING, "replacement-failed", slot->id, 0, NULL,
                  "worker %d: the replacement died before it was ready; the old worker keeps "
                  "serving; no new recycle for %llu ms",
@@ -145,21 +145,26 @@ void cr_supervisor_pump_recycles(struct cr_supervisor *sup)
     bool pending = false;
     for (struct cr_worker *w = sup->workers; w && !pending; w = w->next)
         pending = w->intent == CR_INTENT_RECYCLE || w->role == CR_ROLE_REPLACEMENT;
-    if (pending || sup->phase != CR_PHASE_RELOADING)
+    if (pending || !sup->reload.running)
         return;
-    sup->phase = CR_PHASE_RUNNING;
-    if (sup->reload_failed)
+    sup->reload.running = false;
+    if (sup->reload.failed)
         cr_log(CR_LOG_ERR, "reload finished: %u replacement(s) died before ready; their "
-                           "old workers keep serving", sup->reload_failed);
+                           "old workers keep serving", sup->reload.failed);
     else
         cr_log(CR_LOG_NOTICE, "reload complete: every worker replaced");
     struct cr_event ev = {.type = CR_EV_RELOAD, .phase = CR_RELOAD_FINISHED,
-                          .failed = sup->reload_failed};
-    sup->reload_failed = 0;
+                          .failed = sup->reload.failed};
+    sup->reload.failed = 0;
     cr_supervisor_publish(sup, &ev);
 }
 
-/* Asks a worker to go away for good (stop, scale-down, handed over). */
+void cr_recycle_reload_start(struct cr_supervisor *sup)
+{
+    sup->reload = (struct cr_reload){.running = true};
+}
+
+/* Asks a worker to go away for good (stop, scale-down, replaced). */
 void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text)
 {
     cr_worker_retire(w);

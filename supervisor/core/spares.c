@@ -82,7 +82,12 @@ struct cr_worker *cr_spare_frozen(struct cr_supervisor *sup)
 /* A slot's worker is dying and the slot goes on: a frozen spare holds the
  * slot from now on and is thawed at once; the slot's counts and last death
  * stay where they are, in the slot. */
-struct cr_worker *cr_spare_promote(struct cr_worker *dead)
+unsigned cr_spare_next_generation(struct cr_supervisor *sup)
+{
+    return ++sup->spares.generation;
+}
+
+struct cr_worker *cr_spare_promote(struct cr_worker *dead, bool notice)
 {
     struct cr_supervisor *sup = dead->sup;
     struct cr_slot *slot = dead->slot;
@@ -98,6 +103,7 @@ struct cr_worker *cr_spare_promote(struct cr_worker *dead)
     dead->role = CR_ROLE_HANDED_OVER;
     cr_worker_link(sup, s);
     sup->spares.promotions++;
+    sup->spares.early_promotions += notice;
     cr_worker_event(s, CR_WE_PROMOTE);
     return s;
 }
@@ -176,11 +182,15 @@ enum cr_wevent cr_spare_act_promote(struct cr_worker *w)
 }
 
 /* A frozen task cannot run a SIGTERM handler: a spare holds no request, so
- * it is killed outright and thawed so that the kill lands (v1). */
+ * it is killed outright and thawed so that the kill lands (v1). Whatever
+ * asked (a stop, a reload, fewer spares), the ledger says stop: a spare
+ * served nothing that a recycle would replace. */
 enum cr_wevent cr_spare_act_kill(struct cr_worker *w)
 {
     const char *text;
     enum cr_kill_reason why = cr_worker_drain_reason(w, &text);
+    if (!(w->g.ledger.sigmask & (1ull << SIGKILL)))
+        why = CR_KILL_STOP;
     cr_worker_publish_state(w, "draining", cr_kill_reason_to_string(why));
     cr_worker_signal(w, SIGKILL, why, NULL);
     cr_freeze_set(&w->g, false);

@@ -26,6 +26,8 @@
 #include "notify_rx.h"
 #include "reaper.h"
 #include "supervisor_int.h"
+#include "uvclose.h"
+#include "wio.h"
 #include "worker_death.h"
 #include "worker_spawn.h"
 
@@ -139,7 +141,15 @@ static void worker_remove(struct cr_worker *w)
 struct cr_worker *cr_supervisor_worker(struct cr_supervisor *sup, int id)
 {
     struct cr_slot *slot = cr_slots_get(&sup->slots, id);
-    return slot ? slot->holder : NULL;
+    if (slot && slot->holder)
+        return slot->holder;
+    /* A slot given up (a stop, a scale-down) still has its process until it
+     * is reaped: an operator may have to `kill` it. */
+    for (struct cr_worker *w = sup->workers; w; w = w->next)
+        if (cr_worker_id(w) == id && w->role == CR_ROLE_RETIRING && w->slot &&
+            !w->slot->holder && cr_wstate_has_process(w->state))
+            return w;
+    return NULL;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -276,19 +286,37 @@ static enum cr_wevent act_announce(struct cr_worker *w)
     return NOTHING;
 }
 
-/* The starting deadline: a start timeout where readiness is announced,
- * else the moment the mode assumes it. */
+/* The starting deadline: a start timeout where readiness is announced or
+ * waits for the exec (--ready exec: its exec was never confirmed), else
+ * the moment the mode assumes it. */
 static enum cr_wevent act_starting_deadline(struct cr_worker *w)
 {
-    return w->readiness == CR_READINESS_ANNOUNCED ? CR_WE_START_TIMEOUT : CR_WE_ASSUME_READY;
+    return w->readiness == CR_READINESS_ANNOUNCED || w->ready_mode == CR_READY_EXEC
+               ? CR_WE_START_TIMEOUT
+               : CR_WE_ASSUME_READY;
 }
 
-/* The program never ran: it is exiting on its own; the start timeout's
- * SIGKILL is there for a child that hangs on its way out. */
+/* The exec pipe's EOF: the program runs. Under --ready exec that is its
+ * readiness (systemd's Type=exec); a spare is frozen only then. */
+static enum cr_wevent act_exec_ok(struct cr_worker *w)
+{
+    return w->ready_mode == CR_READY_EXEC ? CR_WE_ASSUME_READY : NOTHING;
+}
+
+/* The program never ran: the child is exiting on its own; the start
+ * timeout's SIGKILL is there for one that hangs on its way out. */
 static enum cr_wevent act_note_exec_failed(struct cr_worker *w)
 {
     arm_start_timeout(w);
     cr_supervisor_table_changed(w->sup);
+    return NOTHING;
+}
+
+static enum cr_wevent act_kill_unexecuted(struct cr_worker *w)
+{
+    cr_log_event(CR_LOG_ERR, "start-timeout", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d did not exit after its exec failed: SIGKILL", cr_worker_id(w));
+    cr_worker_signal(w, SIGKILL, CR_KILL_START_TIMEOUT, "exec failed and it did not exit");
     return NOTHING;
 }
 
@@ -443,12 +471,14 @@ static bool restarts(enum cr_wevent e)
  * from the kill ledger, as the post-mortem's own answer does); a crash
  * loop keeps its spare frozen. Without an heir the policy's word is taken
  * back: the reap asks it once, as for any death. Returns the heir or NULL. */
-static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now)
+static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now, bool notice)
 {
     struct cr_supervisor *sup = w->sup;
     struct cr_slot *slot = w->slot;
+    /* A program not known to have run gains nothing from a spare: its exec
+     * failed (the reap has read the pipe), or it is not told yet. */
     if (w->role != CR_ROLE_HOLDER || !slot || sup->phase == CR_PHASE_STOPPING ||
-        !cr_spare_frozen(sup))
+        !cr_io_execd(&w->g) || !cr_spare_frozen(sup))
         return NULL;
     struct cr_restart_state restart = slot->restart;
     unsigned count = slot->restarts;
@@ -456,7 +486,7 @@ static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now)
     struct cr_life life = life_of(w, now, now - w->g.spawned_at,
                                   why == CR_KILL_STOP || why == CR_KILL_RECYCLE);
     decide(w, now, &life, false);
-    struct cr_worker *heir = restarts(slot->decision.event) ? cr_spare_promote(w) : NULL;
+    struct cr_worker *heir = restarts(slot->decision.event) ? cr_spare_promote(w, notice) : NULL;
     if (!heir) {
         slot->restart = restart;
         slot->restarts = count;
@@ -493,8 +523,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     struct cr_supervisor *sup = w->sup;
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
-    if (w->prev != CR_WS_EXEC_FAILED) /* a program not there gains nothing from a spare */
-        hand_over(w, now);
+    hand_over(w, now, false);
     record_death(w, now);
     cr_freeze_release(&w->g);
     cr_cgworker_release(&w->g);
@@ -508,7 +537,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
 static enum cr_wevent act_decide(struct cr_worker *w)
 {
     struct cr_supervisor *sup = w->sup;
-    if (!w->slot || sup->phase == CR_PHASE_STOPPING) /* every worker retires on a stop */
+    if (sup->phase == CR_PHASE_STOPPING) /* every worker retires on a stop */
         return CR_WE_RETIRE;
     uint64_t now = cr_now_ms(sup);
     if (w->death.category == _CR_DEATH_MAX) { /* a spawn that made no process */
@@ -529,10 +558,9 @@ static enum cr_wevent act_decide(struct cr_worker *w)
 static enum cr_wevent act_hand_over(struct cr_worker *w)
 {
     uint64_t now = cr_now_ms(w->sup);
-    if (!hand_over(w, now))
+    if (!hand_over(w, now, true))
         return NOTHING;
     w->handed_over_at = now;
-    w->sup->spares.early_promotions++;
     return CR_WE_HANDED_OVER;
 }
 
@@ -571,7 +599,7 @@ static enum cr_wevent act_kill_dying(struct cr_worker *w)
 static unsigned next_generation(struct cr_worker *w)
 {
     if (!w->slot)
-        return ++w->sup->spares.generation;
+        return cr_spare_next_generation(w->sup);
     unsigned made = cr_cg_prep_generation(&w->g);
     return made ? made : cr_slot_next_generation(w->slot);
 }
@@ -593,13 +621,13 @@ static enum cr_wevent act_spawn(struct cr_worker *w)
     cr_log_event(CR_LOG_INFO, "spawned", cr_worker_id(w), w->g.pid, NULL,
                  "worker %d spawned: pid %d, generation %u%s", cr_worker_id(w), (int)w->g.pid,
                  w->g.generation, w->role == CR_ROLE_REPLACEMENT ? " (replacement)" : "");
-    /* The starting deadline: see act_starting_deadline. exec's zero still
-     * goes through the loop, after this spawn's own events. */
+    /* The starting deadline: see act_starting_deadline. Under --ready exec
+     * the exec pipe's EOF makes the worker ready (act_exec_ok). */
     static const uint64_t auto_grace = CR_READY_AUTO_GRACE_MS;
-    cr_worker_set_deadline(w, w->readiness == CR_READINESS_ANNOUNCED ? c->start_timeout_ms
-                              : c->ready == CR_READY_EXEC            ? 0
-                              : c->ready == CR_READY_DELAY           ? c->ready_delay_ms
-                                                                     : auto_grace);
+    cr_worker_set_deadline(w, w->readiness == CR_READINESS_ANNOUNCED || c->ready == CR_READY_EXEC
+                                  ? c->start_timeout_ms
+                              : c->ready == CR_READY_DELAY ? c->ready_delay_ms
+                                                           : auto_grace);
     cr_worker_publish_state(w, "spawned", NULL);
     return NOTHING;
 }
@@ -682,6 +710,8 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_AWAIT_REAP] = act_await_reap,
     [CR_WA_KILL_DYING] = act_kill_dying,
     [CR_WA_NOTE_EXEC_FAILED] = act_note_exec_failed,
+    [CR_WA_EXEC_OK] = act_exec_ok,
+    [CR_WA_KILL_UNEXECUTED] = act_kill_unexecuted,
     [CR_WA_QUEUE_RECYCLE] = cr_recycle_act_queue,
     [CR_WA_RESTART_IN_PLACE] = cr_recycle_act_restart_in_place,
     [CR_WA_START_REPLACEMENT] = cr_recycle_act_start_replacement,
@@ -690,6 +720,36 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_REPLACEMENT_FAILED] = cr_recycle_act_failed,
     [CR_WA_SPARE_FAILED] = cr_spare_act_failed,
 };
+
+/* What the hand-overs rely on, after every event (asserts only): a worker's
+ * role and its slot's pointers agree. */
+static void check_roles(const struct cr_worker *w)
+{
+#ifndef NDEBUG
+    const struct cr_slot *slot = w->slot;
+    switch (w->role) {
+    case CR_ROLE_HOLDER:
+    case CR_ROLE_REPLACED:
+        assert(slot && slot->holder == w);
+        assert((w->role == CR_ROLE_REPLACED) == (slot->replacement != NULL));
+        break;
+    case CR_ROLE_REPLACEMENT:
+        assert(slot && slot->replacement == w && slot->holder != w);
+        break;
+    case CR_ROLE_SPARE:
+        assert(!slot && cr_worker_id(w) == CR_SPARE_ID);
+        break;
+    case CR_ROLE_HANDED_OVER:
+    case CR_ROLE_RETIRING:
+        assert(!slot || (slot->holder != w && slot->replacement != w));
+        break;
+    default:
+        assert(!"a role out of range");
+    }
+#else
+    (void)w;
+#endif
+}
 
 /* The only place a worker's state changes. An action may answer with a
  * follow-up event (the restart policy's decision, a failed fork); the
@@ -700,24 +760,21 @@ bool cr_worker_event(struct cr_worker *w, enum cr_wevent e)
     while (e != NOTHING) {
         const struct cr_transition *t = cr_lifecycle_step(w->state, e);
         if (!t)
-            return taken;
+            break;
         taken = true;
         assert(cr_worker_actions[t->action]);
         w->prev = w->state;
         w->state = t->next;
         e = cr_worker_actions[t->action](w);
     }
+    if (taken && w->state != CR_WS_GONE)
+        check_roles(w);
     return taken;
 }
 
 void cr_worker_reaped(struct cr_worker *w)
 {
     cr_worker_event(w, CR_WE_EXIT);
-}
-
-void cr_worker_exec_failed(struct cr_worker *w)
-{
-    cr_worker_event(w, CR_WE_EXEC_FAILED);
 }
 
 void cr_worker_exit_notice(struct cr_worker *w)
@@ -742,12 +799,6 @@ void cr_worker_start(struct cr_worker *w)
 
 /* ---- the end ------------------------------------------------------------ */
 
-static void close_handle(uv_handle_t *h)
-{
-    if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 static void finish_stop(uv_timer_t *t)
 {
     struct cr_supervisor *sup = t->data;
@@ -762,7 +813,7 @@ static void finish_stop(uv_timer_t *t)
                          (uv_handle_t *)&sup->pacer.turn, (uv_handle_t *)&sup->pacer.recheck,
                          (uv_handle_t *)&sup->drain_turn};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
-        close_handle(hs[i]);
+        cr_uv_close(hs[i]);
 }
 
 void cr_supervisor_init_handles(struct cr_supervisor *sup)

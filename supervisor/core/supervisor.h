@@ -34,10 +34,9 @@ bool cr_worker_event(struct cr_worker *w, enum cr_wevent e);
 struct cr_worker *cr_worker_of(struct cr_gen *g);
 
 /* What a generation's descriptors deliver (the sink main.c installs): the
- * process was reaped (EXIT), its exec failed (EXEC_FAILED), the kernel says
- * it is exiting (EXIT_NOTICE). */
+ * process was reaped (EXIT), the kernel says it is exiting (EXIT_NOTICE);
+ * the exec pipe's word is cr_worker_event(EXEC_OK or EXEC_FAILED). */
 void cr_worker_reaped(struct cr_worker *w);
-void cr_worker_exec_failed(struct cr_worker *w);
 void cr_worker_exit_notice(struct cr_worker *w);
 /* The kernel's word that a process exited (taskstats): the worker whose
  * process it was, if any, hears it. */
@@ -50,7 +49,7 @@ void cr_supervisor_reap(struct cr_supervisor *sup);
  * (cr_lifecycle_recyclable, and not before its slot's recycle_after). */
 void cr_worker_recycle(struct cr_worker *w, const char *why);
 
-/* Asks a worker to go away for good (stop, scale-down, handed over): it
+/* Asks a worker to go away for good (stop, scale-down, replaced): it
  * retires now (its death is no longer its slot's). */
 void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *text);
 /* The same for many at once (a stop, a scale-down): w retires now, and its
@@ -71,6 +70,8 @@ struct cr_worker *cr_worker_new(struct cr_supervisor *sup, int id);
 void cr_worker_set_deadline(struct cr_worker *w, uint64_t ms);
 /* The START event: queues the first generation of a new worker. */
 void cr_worker_start(struct cr_worker *w);
+/* A reload begins: its replacements are counted until none is pending. */
+void cr_recycle_reload_start(struct cr_supervisor *sup);
 /* Starts queued replacements up to --recycle-parallel; ends a reload. */
 void cr_supervisor_pump_recycles(struct cr_supervisor *sup);
 /* Starts warm spares up to --spares (throttled after spares died on their

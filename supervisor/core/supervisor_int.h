@@ -1,7 +1,8 @@
 /* The supervisor core's own seams: what supervisor.c, the lifecycle table's
  * driver, shares with the files that carry the rest of the core (recycle.c,
- * spares.c, pacer.c). One module with supervisor.h: nothing else includes
- * this file (scripts/include-graph checks it), and none of these functions
+ * spares.c, pacer.c). One module with supervisor.h: no other module of
+ * corrald includes this file (scripts/include-graph checks it; the unit
+ * test of the action list does), and none of these functions
  * assigns a state — cr_worker_event() alone does. */
 #pragma once
 
@@ -68,9 +69,12 @@ enum cr_wevent cr_recycle_act_failed(struct cr_worker *w);
 /* A frozen spare ready to take a slot, or NULL. */
 struct cr_worker *cr_spare_frozen(struct cr_supervisor *sup);
 /* Hands the slot of dead (its holder) to the first frozen spare, which is
- * thawed at once; dead's role becomes handed-over. The heir, or NULL when
- * no spare is frozen. */
-struct cr_worker *cr_spare_promote(struct cr_worker *dead);
+ * thawed at once; dead's role becomes handed-over. notice: on the kernel's
+ * exit notice, before the reap (counted apart). The heir, or NULL when no
+ * spare is frozen. */
+struct cr_worker *cr_spare_promote(struct cr_worker *dead, bool notice);
+/* The generation of the next spare (its group is s<N>). */
+unsigned cr_spare_next_generation(struct cr_supervisor *sup);
 /* The table's actions on spares (CR_WA_FREEZE, _POLL_FROZEN, _BECOME_SPARE,
  * _PROMOTE, _KILL_SPARE, _SPARE_FAILED). */
 enum cr_wevent cr_spare_act_freeze(struct cr_worker *w);

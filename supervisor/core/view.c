@@ -10,8 +10,7 @@
 static bool serving(const struct cr_worker *w)
 {
     return (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) &&
-           (w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED ||
-            w->role == CR_ROLE_REPLACEMENT);
+           (w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED);
 }
 
 unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup)
@@ -42,7 +41,7 @@ bool cr_supervisor_stopping(const struct cr_supervisor *sup)
 
 bool cr_supervisor_reloading(const struct cr_supervisor *sup)
 {
-    return sup->phase == CR_PHASE_RELOADING;
+    return sup->reload.running;
 }
 
 const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup)
@@ -127,7 +126,7 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .uptime_ms = cr_now_ms(sup) - sup->started_at,
         .started_wall_ms = sup->started_wall_ms,
         .stopping = sup->phase == CR_PHASE_STOPPING,
-        .reloading = sup->phase == CR_PHASE_RELOADING,
+        .reloading = sup->reload.running,
         .target = sup->target,
         .ready = cr_supervisor_count_ready(sup),
         .listener = &sup->listener,

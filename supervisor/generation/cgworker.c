@@ -18,14 +18,6 @@
 #include "history.h"
 #include "log.h"
 
-static char *join(const char *a, const char *b)
-{
-    char *s = NULL;
-    if (asprintf(&s, "%s/%s", strcmp(a, "/") == 0 ? "" : a, b) < 0)
-        return NULL;
-    return s;
-}
-
 int cr_cgworker_create(struct cr_gen *g)
 {
     struct cr_cgtree *t = g->host->cgtree;
@@ -37,7 +29,7 @@ int cr_cgworker_create(struct cr_gen *g)
         snprintf(name, sizeof(name), "s%u", g->generation);
     else
         snprintf(name, sizeof(name), "w%d-%u", g->id, g->generation);
-    char *rel = join(cr_cgtree_workers_rel(t), name);
+    char *rel = cr_cgtree_worker_rel(t, name);
     if (!rel)
         return -ENOMEM;
     struct cr_cgroup *cg;

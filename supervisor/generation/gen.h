@@ -48,7 +48,9 @@ struct cr_notify_msg;
 struct cr_gen_sink {
     /* The process was reaped: g->exit holds its siginfo. */
     void (*exited)(struct cr_gen *g);
-    /* The exec pipe: the program never ran (g->exit.exec_errno says why). */
+    /* The exec pipe: the program runs (EOF), or never ran
+     * (g->exit.exec_errno says why). */
+    void (*exec_ok)(struct cr_gen *g);
     void (*exec_failed)(struct cr_gen *g);
     /* A notify message from the worker (datagram or stream). */
     void (*message)(struct cr_gen *g, const struct cr_notify_msg *m);
@@ -70,7 +72,8 @@ struct cr_gen_host {
     const struct cr_gen_sink *sink;
 };
 
-/* corrald's ledger of what it did to this process (gen.c). */
+/* corrald's ledger of what it did to this process: written by the signals
+ * it sends (reaper.c), emptied for a new generation (worker_spawn.c). */
 struct cr_ledger {
     enum cr_kill_reason reason;
     int signal;

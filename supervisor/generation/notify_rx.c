@@ -13,6 +13,7 @@
 #include "notify.h"
 #include "notify_socket.h"
 #include "reaper.h"
+#include "uvclose.h"
 
 static bool in_group(struct cr_gen *g, void *rel)
 {
@@ -182,10 +183,8 @@ int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper
 
 void cr_notify_rx_stop(struct cr_notify_rx *rx)
 {
-    uv_handle_t *hs[] = {(uv_handle_t *)&rx->poll, (uv_handle_t *)&rx->batch};
-    for (size_t i = 0; i < 2; i++)
-        if (hs[i]->type != UV_UNKNOWN_HANDLE && !uv_is_closing(hs[i]))
-            uv_close(hs[i], NULL);
+    cr_uv_close((uv_handle_t *)&rx->poll);
+    cr_uv_close((uv_handle_t *)&rx->batch);
 }
 
 void cr_notify_rx_close(struct cr_notify_rx *rx)

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "taskstats.h"
 #include "textfile.h"
+#include "uvclose.h"
 #include "wio.h"
 
 struct cr_proc {
@@ -48,8 +49,7 @@ void cr_reaper_init(struct cr_reaper *r, uv_loop_t *loop, const struct cr_gen_si
 
 void cr_reaper_close(struct cr_reaper *r)
 {
-    if (r->turn.type != UV_UNKNOWN_HANDLE && !uv_is_closing((uv_handle_t *)&r->turn))
-        uv_close((uv_handle_t *)&r->turn, NULL);
+    cr_uv_close((uv_handle_t *)&r->turn);
 }
 
 static void proc_closed(uv_handle_t *h)
@@ -76,11 +76,6 @@ void cr_reaper_release(struct cr_gen *g)
             close(p->pidfd);
         free(p);
     }
-}
-
-int cr_reaper_pidfd(const struct cr_gen *g)
-{
-    return g->proc ? g->proc->pidfd : -1;
 }
 
 static int send_signal(struct cr_gen *g, int sig)
@@ -175,17 +170,15 @@ static bool reap(struct cr_gen *g)
     }
     g->exit.code = si.si_code;
     g->exit.status = si.si_status;
-    const struct cr_gen_sink *sink = g->host->sink;
-    cr_io_finish(g);
     struct cr_proc *p = g->proc;
-    if (p && p->polling) /* readable until reaped: it would wake every turn */
+    if (p->polling) /* readable until reaped: it would wake every turn */
         uv_poll_stop(&p->poll);
-    sink->exited(g);
+    /* The output is read by the post-mortem, after a spare took the slot. */
+    cr_io_read_exec(g);
+    g->host->sink->exited(g);
     /* The reaper has read what it needed: the rest of the process goes. */
-    if (g->proc == p) {
-        cr_io_release(g);
-        cr_reaper_release(g);
-    }
+    cr_io_release(g);
+    cr_reaper_release(g);
     return true;
 }
 

@@ -36,8 +36,6 @@ int cr_reaper_watch(struct cr_reaper *r, struct cr_gen *g, int pidfd);
 /* Lets go of g's process without reaping it (a spawn that cannot be
  * supervised reaps it itself). */
 void cr_reaper_release(struct cr_gen *g);
-/* The pidfd of g's process, or -1. */
-int cr_reaper_pidfd(const struct cr_gen *g);
 /* Sends sig through the pidfd (never to a newer process that reused the
  * pid) and notes it in g's ledger: corrald's own kills are evidence. A
  * no-op without a process. */

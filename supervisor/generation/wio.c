@@ -253,8 +253,10 @@ static void read_exec(struct cr_wio *io)
         return;
     io_stop(io, IO_EXEC);
     io->execd = !err;
-    if (!err)
+    if (!err) {
+        g->host->sink->exec_ok(g);
         return;
+    }
     g->exit.exec_errno = err;
     g->exit.exec_stage = stage;
     const struct cr_config *c = g->host->cfg;
@@ -280,13 +282,21 @@ static void on_exec(uv_poll_t *p, int status, int events)
     read_exec(p->data);
 }
 
-void cr_io_finish(struct cr_gen *g)
+void cr_io_read_exec(struct cr_gen *g)
+{
+    if (g->io)
+        read_exec(g->io);
+}
+
+bool cr_io_execd(const struct cr_gen *g)
+{
+    return g->io && g->io->execd;
+}
+
+void cr_io_drain_output(struct cr_gen *g)
 {
     struct cr_wio *io = g->io;
-    if (!io)
-        return;
-    read_exec(io);
-    if (!g->io || io->fd[IO_OUT] < 0)
+    if (!io || io->fd[IO_OUT] < 0)
         return;
     read_output(io);
     if (io->out && io->out->line_len)

@@ -18,9 +18,15 @@ struct cr_gen;
  * a failed exec sets g->exit.exec_errno and tells the sink (exec_failed),
  * before the reap. -errno (-ENOMEM) when nothing could be kept. */
 int cr_io_adopt(struct cr_gen *g, int out_fd, int ns_fd, int exec_fd);
-/* Before the post-mortem, once reaped: the exec pipe's last word (a child
- * writes it before it exits), and what the output pipe still holds. */
-void cr_io_finish(struct cr_gen *g);
+/* Once reaped, before the sink hears of it: the exec pipe's last word (a
+ * child writes it before it exits; told to the sink if not yet read). */
+void cr_io_read_exec(struct cr_gen *g);
+/* True once the exec pipe said the program runs (EOF): a process whose
+ * exec failed, or is not known to have succeeded, never served. */
+bool cr_io_execd(const struct cr_gen *g);
+/* For the post-mortem: what the output pipe still holds, forwarded and
+ * kept in the tail. */
+void cr_io_drain_output(struct cr_gen *g);
 /* The stderr tail, oldest byte first; buf holds CR_STDERR_TAIL bytes.
  * Empty when the generation wrote nothing (or its descriptors are gone). */
 void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len);

@@ -32,6 +32,7 @@ static void fill(struct cr_postmortem *pm, const struct cr_gen *g)
 
 struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
 {
+    cr_io_drain_output(g);
     char tail[CR_STDERR_TAIL];
     size_t tail_len = 0;
     cr_io_tail(g, tail, &tail_len);

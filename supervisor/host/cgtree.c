@@ -19,6 +19,7 @@
 #include "cr_cgroup.h"
 #include "instance.h"
 #include "log.h"
+#include "uvclose.h"
 
 /* The system's OOM-kill counter (/proc/vmstat's oom_kill), read at every
  * spawn and every death. The file stays open; a seq_file hands out at
@@ -474,11 +475,14 @@ const char *cr_cgtree_workers_rel(const struct cr_cgtree *t)
     return t->workers ? cr_cgroup_rel(t->workers) : NULL;
 }
 
+char *cr_cgtree_worker_rel(const struct cr_cgtree *t, const char *name)
+{
+    return t->workers ? join(cr_cgroup_rel(t->workers), name) : NULL;
+}
+
 void cr_cgtree_stop(struct cr_cgtree *t)
 {
-    uv_handle_t *h = (uv_handle_t *)&t->trash_timer;
-    if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
-        uv_close(h, NULL);
+    cr_uv_close((uv_handle_t *)&t->trash_timer);
 }
 
 void cr_cgtree_done(struct cr_cgtree *t)

@@ -48,6 +48,8 @@ void cr_cgtree_done(struct cr_cgtree *t);
 int cr_cgtree_default_instance(const char *control_path, char **ret);
 /* The relative path of <base>/workers/<instance>, or NULL. */
 const char *cr_cgtree_workers_rel(const struct cr_cgtree *t);
+/* <base>/workers/<instance>/<name>, malloc'd; NULL without memory. */
+char *cr_cgtree_worker_rel(const struct cr_cgtree *t, const char *name);
 /* --no-cgroups with readable counters: corrald's own group, which the
  * workers share; else NULL. */
 struct cr_cgroup *cr_cgtree_shared(const struct cr_cgtree *t);

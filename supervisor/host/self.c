@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "uvclose.h"
 
 /* corrald holds about six descriptors per worker (pidfd, output, notify
  * stream, OOM watch, the memory readings) and uses epoll, never select():
@@ -130,7 +131,5 @@ const struct cr_priority *cr_self_priority(const struct cr_self *s)
 
 void cr_self_stop(struct cr_self *s)
 {
-    uv_handle_t *h = (uv_handle_t *)&s->autogroup_retry;
-    if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
-        uv_close(h, NULL);
+    cr_uv_close((uv_handle_t *)&s->autogroup_retry);
 }

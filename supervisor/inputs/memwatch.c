@@ -33,7 +33,7 @@ struct cr_memwatch {
     struct cr_supervisor *sup;
     uv_timer_t timer;
     uv_idle_t slice; /* the round goes on */
-    unsigned round;  /* a worker sampled in this round has w->sampled_round == round */
+    unsigned round;  /* a worker looked at in this round has w->g.mem.round == round */
     bool closed;
 };
 
@@ -58,8 +58,9 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
     fmt_mib(l, sizeof(l), soft);
     snprintf(why, sizeof(why), "memory soft limit (usage %s > soft %s for %u samples)", u, l,
              over);
+    bool replaced = w->role == CR_ROLE_REPLACED;
     cr_worker_recycle(w, why);
-    if (w->role == CR_ROLE_REPLACED)
+    if (!replaced && w->role == CR_ROLE_REPLACED)
         cr_log_event(CR_LOG_NOTICE, "soft-limit", cr_worker_id(w), w->g.pid, NULL,
                      "worker %d: replacement spawned %llu ms after usage crossed the soft limit",
                      cr_worker_id(w),

@@ -27,6 +27,7 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
         [CR_WE_EXEC_FAILED] = T(EXEC_FAILED, NOTE_EXEC_FAILED),
+        [CR_WE_EXEC_OK] = T(STARTING, EXEC_OK),
         [CR_WE_RECYCLE] = T(STARTING, QUEUE_RECYCLE),
         [CR_WE_RESTART_IN_PLACE] = T(STARTING, RESTART_IN_PLACE),
     },
@@ -90,6 +91,7 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_SPAWN_FAILED] = T(EXITED, SPAWN_FAILED),
         [CR_WE_EXEC_FAILED] = T(EXEC_FAILED, NOTE_EXEC_FAILED),
+        [CR_WE_EXEC_OK] = T(SPARE_STARTING, EXEC_OK),
     },
     [CR_WS_FREEZING] = {
         [CR_WE_FROZEN] = T(SPARE, BECOME_SPARE),
@@ -108,7 +110,7 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
     },
     /* Exiting by itself: a drain has nothing to add, the reap follows. */
     [CR_WS_EXEC_FAILED] = {
-        [CR_WE_DEADLINE] = T(EXEC_FAILED, KILL_START_TIMEOUT),
+        [CR_WE_DEADLINE] = T(EXEC_FAILED, KILL_UNEXECUTED),
         [CR_WE_EXIT] = T(EXITED, REAP),
     },
 };
@@ -150,7 +152,7 @@ static const struct {
     [CR_WS_SPARE] = {"spare", .process = true, .spare = true},
     [CR_WS_DYING] = {"dying", .process = true, .deadline = "stop timeout, then SIGKILL"},
     [CR_WS_EXEC_FAILED] = {"exec-failed", .process = true,
-                           .deadline = "start timeout, then SIGKILL"},
+                           .deadline = "start timeout: SIGKILL if it did not exit"},
 };
 
 bool cr_wstate_spawned(enum cr_wstate s)
@@ -210,6 +212,7 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_EXIT_NOTICE] = "exit-notice",
     [CR_WE_HANDED_OVER] = "handed-over",
     [CR_WE_EXEC_FAILED] = "exec-failed",
+    [CR_WE_EXEC_OK] = "exec-ok",
     [CR_WE_RECYCLE] = "recycle",
     [CR_WE_RESTART_IN_PLACE] = "restart-in-place",
     [CR_WE_REPLACE_TURN] = "replace-turn",
@@ -250,6 +253,8 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_AWAIT_REAP] = "await-reap",
     [CR_WA_KILL_DYING] = "kill-dying",
     [CR_WA_NOTE_EXEC_FAILED] = "note-exec-failed",
+    [CR_WA_EXEC_OK] = "exec-ok",
+    [CR_WA_KILL_UNEXECUTED] = "kill-unexecuted",
     [CR_WA_QUEUE_RECYCLE] = "queue-recycle",
     [CR_WA_RESTART_IN_PLACE] = "restart-in-place",
     [CR_WA_START_REPLACEMENT] = "start-replacement",

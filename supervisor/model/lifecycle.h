@@ -23,7 +23,8 @@
  *      _CR_WE_MAX, with a name) and any new action (CR_WA_<NAME>, a name,
  *      and its function in core/supervisor.c's action list).
  * The invariant tests then say what is missing; a missing action function
- * fails unit-actions, which links the real list (core/actions.h).
+ * fails unit-actions, which links the real list (cr_worker_actions,
+ * core/supervisor_int.h).
  *
  * Readiness modes (--ready) are cells too. In `starting` the deadline is
  * either the start timeout (readiness is announced: notify mode, or auto
@@ -97,6 +98,7 @@ enum cr_wevent {
     CR_WE_EXIT_NOTICE,  /* the kernel says the process is exiting (taskstats), not reaped yet */
     CR_WE_HANDED_OVER,  /* its slot went to a spare before the reap */
     CR_WE_EXEC_FAILED,  /* the exec pipe says the program never ran */
+    CR_WE_EXEC_OK,      /* the exec pipe says the program runs (--ready exec: it is ready) */
     CR_WE_RECYCLE,      /* a rolling replacement is asked for (queued if the state allows) */
     CR_WE_RESTART_IN_PLACE, /* the recycle pump: a queued worker not ready yet restarts */
     CR_WE_REPLACE_TURN, /* the recycle pump: a queued serving worker's replacement starts */
@@ -118,10 +120,10 @@ enum cr_waction {
     CR_WA_KILL_HARD,          /* SIGKILL after the hang's SIGABRT was ignored */
     CR_WA_SEND_TERM,          /* SIGTERM; arm the stop-timeout deadline */
     CR_WA_KILL_STOP_TIMEOUT,  /* SIGKILL, ledger: stop-timeout */
-    CR_WA_REAP,               /* classify, record; → RESTART, BUDGET_SPENT or RETIRE */
+    CR_WA_REAP,               /* classify, record; → its role's exit event */
     CR_WA_QUEUE,              /* queue for the spawn pacer (one spawn per loop turn) */
     CR_WA_SPAWN,              /* fork + exec a new generation; → SPAWN_FAILED on failure */
-    CR_WA_SPAWN_FAILED,       /* apply the restart policy to a failed spawn */
+    CR_WA_SPAWN_FAILED,       /* no process: → its role's exit event, with no life */
     CR_WA_ARM_RESTART,        /* arm the restart deadline the policy chose */
     CR_WA_MARK_FAILED,        /* log and report "failed"; arm the slow-retry deadline */
     CR_WA_REMOVE,             /* unlink and free a worker without process */
@@ -137,7 +139,9 @@ enum cr_waction {
     CR_WA_HAND_OVER,          /* ask the restart policy now; a spare takes the slot → HANDED_OVER */
     CR_WA_AWAIT_REAP,         /* log the hand-over; arm the stop-timeout deadline */
     CR_WA_KILL_DYING,         /* SIGKILL: announced dead, still not reaped */
-    CR_WA_NOTE_EXEC_FAILED,   /* log it; arm the start timeout's SIGKILL */
+    CR_WA_NOTE_EXEC_FAILED,   /* arm the SIGKILL deadline of a child that does not exit */
+    CR_WA_EXEC_OK,            /* → ASSUME_READY under --ready exec, else nothing */
+    CR_WA_KILL_UNEXECUTED,    /* SIGKILL: its exec failed and it did not exit */
     CR_WA_QUEUE_RECYCLE,      /* queue a rolling replacement (intent recycle) and pump */
     CR_WA_RESTART_IN_PLACE,   /* a planned drain of a worker that never served: → DRAIN */
     CR_WA_START_REPLACEMENT,  /* start the replacement that takes the slot once ready */
@@ -157,7 +161,7 @@ struct cr_transition {
 /* The cell for (state, event), or NULL when the event means nothing there. */
 const struct cr_transition *cr_lifecycle_step(enum cr_wstate s, enum cr_wevent e);
 
-/* A worker's role towards its slot. The slot (core/slot.h) owns what
+/* A worker's role towards its slot. The slot (model/slot.h) owns what
  * outlives a process; the role says whether this process's death is the
  * slot's (recorded in its last death and counters) and which exit event
  * follows its reap. */

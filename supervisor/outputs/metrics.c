@@ -119,9 +119,10 @@ static bool known(const struct cr_worker_view *w, unsigned need)
     return !need || (w->last.present & need);
 }
 
-/* The workers listed per worker: those with a process, not a replacement
- * still starting (its slot's current process is listed). A snapshot, taken
- * once, so every family lists the same workers. */
+/* The workers listed per worker: each slot's holder with a process (not a
+ * replacement still starting, a spare, or a process on its way out: they
+ * would repeat a slot's series or have none). A snapshot, taken once, so
+ * every family lists the same workers. */
 struct listed {
     struct cr_worker_view *v;
     char (*label)[24]; /* worker="ID", written once for all the families */
@@ -145,8 +146,9 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
         cr_view_worker(w, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
         const struct cr_worker_view *v = &ret->v[ret->n];
-        if (v->pid && v->role != CR_ROLE_REPLACEMENT && v->role != CR_ROLE_SPARE &&
-            v->role != CR_ROLE_HANDED_OVER) { /* its heir has its id */
+        /* One series per slot: its holder's (a replacement, a spare, a
+         * worker on its way out share an id with it, or have none). */
+        if (v->pid && (v->role == CR_ROLE_HOLDER || v->role == CR_ROLE_REPLACED)) {
             snprintf(ret->label[ret->n], sizeof(ret->label[0]), "worker=\"%d\"", ret->v[ret->n].id);
             ret->n++;
         }

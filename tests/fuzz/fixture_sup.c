@@ -25,9 +25,9 @@ static void no_why(struct cr_gen *g, const char *why)
 {
     abort();
 }
-static const struct cr_gen_sink sink = {.exited = no_gen, .exec_failed = no_gen,
-                                        .message = no_msg, .recycle = no_why,
-                                        .exit_notice = no_gen};
+static const struct cr_gen_sink sink = {.exited = no_gen, .exec_ok = no_gen,
+                                        .exec_failed = no_gen, .message = no_msg,
+                                        .recycle = no_why, .exit_notice = no_gen};
 
 static const char *exit_notice(const void *ctx)
 {

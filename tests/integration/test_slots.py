@@ -8,8 +8,11 @@ limit, and then hands the slot over the way the case names.
 """
 import contextlib
 import os
+import shlex
 import signal
+import stat
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corraltest as ct  # noqa: E402
@@ -25,21 +28,22 @@ def slot(c, wid=1):
 
 
 @contextlib.contextmanager
-def oomed(name, *args):
+def oomed(name, *args, command=None):
     """corrald with one worker under a 64M limit, killed once by the kernel
     at that limit and replaced; yields (corrald, the slot's figures)."""
     ct.need_memcg()
     cg = ct.TestCgroup(name)
     c = None
     try:
-        c = ct.Corrald("--memory-max", "64M", *args, workers=1, cgroups=cg.rel, name=name)
+        c = ct.Corrald("--memory-max", "64M", *args, workers=1, cgroups=cg.rel, name=name,
+                       command=command)
         victim = c.live_pids()[0]
         # One request that needs more than the limit: the kernel kills it
         # before the memory watch could see it grow.
         with contextlib.suppress(Exception):
             c.get("/buffer?mb=96&retain=1", timeout=10)
         c.wait_death("oom-own-limit")
-        ct.wait_for(lambda: c.live_pids() and victim not in c.live_pids(), 10,
+        ct.wait_for(lambda: c.live_pids() and victim not in c.live_pids(), 15,
                     what="a replacement after the OOM kill")
         before = slot(c)
         assert before["last_death"] == "oom-own-limit", (before, c.history())
@@ -108,13 +112,15 @@ def test_survive_spare_promotion():
         after = slot(c)
         assert after == {"restarts": before["restarts"] + 1, "oom_kills": 1,
                          "last_death": "signal"}, (after, before)
+        assert c.stop() == 0  # thaws and kills the frozen spare (see below)
 
 
 def test_survive_death_during_replacement():
     """The slot's worker dies while its replacement starts (a restart asked
-    of a worker whose replacement is slow to be ready): the replacement
-    takes the slot with the slot's figures, this death counted in them."""
-    with oomed("slot-mid", "--ready", "delay:3s") as (c, before):
+    of a worker slow to say READY=1): the replacement takes the slot with the
+    slot's figures; this death is its last, and no restart was needed."""
+    slow = ["/bin/sh", "-c", "sleep 2; exec " + shlex.quote(ct.WORKER)]
+    with oomed("slot-mid", "--ready", "notify", command=slow) as (c, before):
         pid = c.worker(1)["pid"]
         assert c.ctl("restart", worker=1)["ok"]
         ct.wait_for(lambda: any(w.get("replaces_pid") == pid for w in c.workers()), 10,
@@ -125,6 +131,47 @@ def test_survive_death_during_replacement():
         after = slot(c)
         assert after["oom_kills"] == 1 and after["last_death"] == "signal", (after, before)
         assert after["restarts"] == before["restarts"], (after, before)
+
+
+def test_exec_failure_keeps_spare():
+    """A replacement whose program cannot be executed any more (--ready
+    exec: ready only once its exec succeeded) fails as a replacement: the
+    old worker keeps the slot and serving, the frozen spare stays frozen
+    (a spare is no cure for a missing program), nothing is promoted."""
+    ct.need_memcg()
+    d = tempfile.mkdtemp(prefix="corral-slot-exec-")
+    prog = os.path.join(d, "worker.sh")
+    with open(prog, "w") as f:
+        f.write("#!/bin/sh\nexec " + shlex.quote(ct.WORKER) + "\n")
+    os.chmod(prog, 0o755)
+    cg = ct.TestCgroup("slot-exec")
+    c = None
+    try:
+        c = ct.Corrald("--spares", "1", "--ready", "exec", workers=1, cgroups=cg.rel,
+                       name="slot-exec", command=[prog])
+        ct.wait_for(lambda: any(w["state"] == "spare" for w in c.workers()), 15,
+                    what="a frozen spare")
+        holder = c.worker(1)["pid"]
+        os.chmod(prog, stat.S_IRUSR | stat.S_IWUSR)
+        assert c.ctl("restart", worker=1)["ok"]
+        c.wait_death("exec-failed")
+        ct.wait_for(lambda: not any(w.get("replaces_pid") for w in c.workers()), 10,
+                    what="the replacement gone")
+        assert c.worker(1)["pid"] == holder and c.worker(1)["state"] == "ready", c.workers()
+        assert any(w["state"] == "spare" for w in c.workers()), c.workers()
+        sp = c.status()["supervisor"]["spares"]
+        assert sp["promotions"] == 0, sp
+        assert c.pid_of() == holder
+        # A stop thaws and kills the spare; a SIGKILLed corrald would leave
+        # it frozen in its group (cgroup v1 holds a frozen task's SIGKILL).
+        assert c.stop() == 0
+    finally:
+        if c:
+            c.close()
+        cg.remove()
+        os.chmod(prog, 0o755)
+        os.unlink(prog)
+        os.rmdir(d)
 
 
 if __name__ == "__main__":

@@ -388,9 +388,18 @@ static void test_exec_failed(void **state)
             assert_true(t && t->action == CR_WA_REAP);
         else if (e == CR_WE_DEADLINE)
             assert_true(t && t->next == CR_WS_EXEC_FAILED &&
-                        t->action == CR_WA_KILL_START_TIMEOUT);
+                        t->action == CR_WA_KILL_UNEXECUTED);
         else if (t)
             fail_msg("exec-failed × %s has a cell", E(e));
+    }
+    /* The exec's success is heard where it can matter, and leads nowhere
+     * by itself: under --ready exec the action answers assume-ready. */
+    EACH_STATE(s) {
+        const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_EXEC_OK);
+        if (!t != !cr_wstate_spawned(s))
+            fail_msg("%s × exec-ok: %s", S(s), t ? "a cell" : "no cell");
+        if (t && (t->next != s || t->action != CR_WA_EXEC_OK))
+            fail_msg("%s × exec-ok must stay and ask the mode", S(s));
     }
     assert_false(cr_wstate_sampled(CR_WS_EXEC_FAILED));
     assert_true(cr_wstate_sampled(CR_WS_READY) && cr_wstate_sampled(CR_WS_STARTING));
