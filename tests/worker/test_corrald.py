@@ -19,7 +19,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 REQ = b"GET /light HTTP/1.1\r\nHost: t\r\n\r\n"
