@@ -82,10 +82,12 @@ class Control:
     after `events`, event lines stream in, interleaved with the responses
     to later requests (told apart by "event" and "ok")."""
 
-    def __init__(self, path, timeout=10.0):
+    def __init__(self, path, timeout=10.0, rcvbuf=None):
         self.path = path
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            if rcvbuf:  # a small one: a peer whose input backs up early
+                self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             self.s.settimeout(timeout)
             self.s.connect(path)
         except BaseException:
@@ -397,12 +399,14 @@ class Corrald:
                                      cwd=self.tmp, preexec_fn=preexec)
         try:
             self._come_up(workers, wait_ready, ready_timeout)
-        except BaseException:
+        except BaseException as e:
             # Nobody holds this object yet to close it: a corrald (and its
             # workers, frozen spares too) must not outlive the failed test.
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            if isinstance(e, AssertionError):
+                raise AssertionError(f"{e}\ncorrald's log:\n{self.log()[-3000:]}") from None
             raise
 
     def _come_up(self, workers, wait_ready, ready_timeout):
@@ -415,7 +419,7 @@ class Corrald:
                 return None
         st = wait_for(answering, 10, what="the control socket")
         if self.proc.poll() is not None:
-            raise AssertionError(f"corrald exited {self.proc.returncode}:\n{self.log()}")
+            raise AssertionError(f"corrald exited {self.proc.returncode}")
         self.addr = st["supervisor"]["listen"][0]["address"]
         self.host, port = self.addr.rsplit(":", 1)
         self.port = int(port)
@@ -528,6 +532,16 @@ def pid_alive(pid):
     # ProcessLookupError: reaped between the open and the read
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
+
+
+def ignores_signal(pid, sig):
+    """True once the process has set sig to SIG_IGN (SigIgn in its status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            ign = next(l for l in f if l.startswith("SigIgn:")).split()[1]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return bool(int(ign, 16) & (1 << (sig - 1)))
 
 
 def header_pid(status, headers, body):
