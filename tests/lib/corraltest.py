@@ -19,6 +19,7 @@ observation window, preceded by a check that the window can see what it
 asserts does not happen) or where it paces a client's requests.
 """
 import contextlib
+import errno
 import http.client
 import json
 import os
@@ -174,33 +175,65 @@ def request(path, req, timeout=5.0):
 _TCP_CLOSE_WAIT = 0x08  # the other end sent its FIN
 
 
-def _proc_addr(addr):
-    """An IPv4 (host, port) as /proc/net/tcp writes it."""
-    host, port = addr[:2]
-    return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(host))[0], port)
+def _tcp_diag(local, remote):
+    """(state, receive queue, send queue) of the IPv4 TCP socket with this
+    local and remote (host, port), by an exact sock_diag lookup over
+    netlink; None if there is none. OSError if sock_diag is unusable."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG
+    try:
+        sockid = (struct.pack("!HH", local[1], remote[1]) + socket.inet_aton(local[0]) + bytes(12)
+                  + socket.inet_aton(remote[0]) + bytes(12)
+                  + struct.pack("=III", 0, 0xffffffff, 0xffffffff))  # any if, no cookie
+        req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xffffffff) + sockid
+        # nlmsghdr: SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST
+        s.sendto(struct.pack("=IHHII", 16 + len(req), 20, 1, 1, 0) + req, (0, 0))
+        data = s.recv(65536)
+    finally:
+        s.close()
+    if struct.unpack_from("=H", data, 4)[0] == 2:  # NLMSG_ERROR
+        err = -struct.unpack_from("=i", data, 16)[0]
+        if err == errno.ENOENT:
+            return None
+        raise OSError(err, os.strerror(err))
+    state = data[17]
+    rq, wq = struct.unpack_from("=II", data, 16 + 4 + 48 + 4)  # inet_diag_msg
+    return state, rq, wq
+
+
+def _tcp_proc(local, remote):
+    """As _tcp_diag, from /proc/net/tcp (slow where there are many sockets)."""
+    def addr(a):
+        return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(a[0]))[0], a[1])
+    want = (addr(local), addr(remote))
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for row in f:
+            p = row.split()
+            if (p[1], p[2]) == want:
+                tx, rx = (int(x, 16) for x in p[4].split(":"))
+                return int(p[3], 16), rx, tx
+    return None
 
 
 def peer_has_read(sock):
     """True once the other end of this loopback TCP connection holds none of
     the bytes sent on it unread: nothing left in our send queue, nothing in
-    its receive queue (/proc/net/tcp). A server has then read the request
-    (and, for corral-worker and Node, parsed and dispatched it in that same
-    read). True too once the other end has closed."""
-    me, peer = _proc_addr(sock.getsockname()), _proc_addr(sock.getpeername())
-    mine = theirs = None
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for row in f:
-            p = row.split()
-            tx, rx = (int(x, 16) for x in p[4].split(":"))
-            if p[1] == me and p[2] == peer:
-                mine = (int(p[3], 16), tx)
-            elif p[1] == peer and p[2] == me:
-                theirs = rx
-    assert mine is not None, f"no /proc/net/tcp entry for {sock}"
+    its receive queue (the kernel's sock_diag, else /proc/net/tcp). A server
+    has then read the request (and, for corral-worker and Node, parsed and
+    dispatched it in that same read). True too once the other end has
+    closed."""
+    me, peer = sock.getsockname(), sock.getpeername()
+    try:
+        mine = _tcp_diag(me, peer)
+        if mine is None:
+            raise OSError(errno.ENOENT, "sock_diag does not see our own socket")
+        theirs = _tcp_diag(peer, me)
+    except OSError:
+        mine, theirs = _tcp_proc(me, peer), _tcp_proc(peer, me)
+    assert mine is not None, f"no TCP socket {me} -> {peer}"
     if mine[0] == _TCP_CLOSE_WAIT:
         return True
-    return mine[1] == 0 and theirs == 0
+    return mine[2] == 0 and theirs is not None and theirs[1] == 0
 
 
 def wait_read(sock, timeout=5.0, what="the server to read the request"):
