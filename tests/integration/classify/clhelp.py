@@ -76,7 +76,7 @@ def grow(c, path, max_steps, interval=0.0, until=None, timeout=10):
         if until and until():
             return ok
         if interval:
-            time.sleep(interval)
+            time.sleep(interval)  # the growth's pace
     return ok
 
 
