@@ -13,7 +13,7 @@ from charness import Corrald, SKIP, check, exe, fail, wait_for  # noqa: E402
 import corraltest as ct  # noqa: E402  (on the path through charness)
 
 
-def ctl(d, *args, timeout=20, env=None):
+def corralctl(d, *args, timeout=20, env=None):
     e = dict(os.environ)
     e.update(env or {})
     return subprocess.run([exe("CORRALCTL"), "--socket", d.sock] + list(args),
@@ -22,7 +22,7 @@ def ctl(d, *args, timeout=20, env=None):
 
 def test_status():
     with Corrald(workers=3, name="cstatus") as d:
-        r = ctl(d, "status")
+        r = corralctl(d, "status")
         check(r.returncode == 0, "status exit %d: %s" % (r.returncode, r.stderr))
         print(r.stdout)
         check("\033[" not in r.stdout, "colour codes on a pipe")
@@ -32,26 +32,26 @@ def test_status():
                   "worker %d (pid %d) missing from status" % (w["id"], w["pid"]))
         for cmd in (["status"], ["workers"], ["worker", "1"], ["history"], ["metrics"],
                     ["ping"]):
-            r = ctl(d, "--json", *cmd)
+            r = corralctl(d, "--json", *cmd)
             check(r.returncode == 0, "%s --json exit %d" % (cmd, r.returncode))
             lines = r.stdout.splitlines()
             check(len(lines) == 1 and json.loads(lines[0])["ok"] is True,
                   "%s --json is not one JSON line" % cmd)
         # --json may also follow the command.
-        check(json.loads(ctl(d, "status", "--json").stdout)["ok"], "status --json")
-        r = ctl(d, "worker", "1")
+        check(json.loads(corralctl(d, "status", "--json").stdout)["ok"], "status --json")
+        r = corralctl(d, "worker", "1")
         check(r.returncode == 0 and "pid" in r.stdout, "worker 1")
 
 
 def test_exit_codes():
     with Corrald(workers=1, name="ccodes") as d:
-        r = ctl(d, "worker", "42")
+        r = corralctl(d, "worker", "42")
         check(r.returncode == 1 and "not-found" in r.stderr, "refused -> 1: %r" % (r,))
-        r = ctl(d, "--json", "worker", "42")
+        r = corralctl(d, "--json", "worker", "42")
         check(r.returncode == 1 and json.loads(r.stdout)["error"]["code"] == "not-found",
               "refused --json")
         for bad in (["frobnicate"], ["scale"], ["scale", "x"], ["kill", "1"], [], ["--nope"]):
-            r = ctl(d, *bad)
+            r = corralctl(d, *bad)
             check(r.returncode == 2, "%s -> %d, expected 2" % (bad, r.returncode))
         r = subprocess.run([exe("CORRALCTL"), "--socket", d.tmp + "/nope.sock", "status"],
                            capture_output=True, text=True, timeout=10)
@@ -70,12 +70,12 @@ def test_exit_codes():
 
 def test_scale():
     with Corrald(workers=2, name="cscale") as d:
-        r = ctl(d, "scale", "4")
+        r = corralctl(d, "scale", "4")
         check(r.returncode == 0, "scale 4: %s" % r.stderr)
         wait_for(lambda: len(d.pids()) == 4, timeout=10, what="4 workers")
         pids = d.pids()
         check(all(os.path.exists("/proc/%d" % p) for p in pids), "pids not alive")
-        r = ctl(d, "scale", "1")
+        r = corralctl(d, "scale", "1")
         check(r.returncode == 0, "scale 1")
         wait_for(lambda: len(d.request({"cmd": "workers"})["workers"]) == 1, timeout=10,
                  what="1 worker")
@@ -90,15 +90,15 @@ def test_scale():
 def test_kill_history():
     with Corrald(workers=2, name="ckill") as d:
         pid = d.request({"cmd": "worker", "worker": 1})["worker"]["pid"]
-        r = ctl(d, "kill", "1", "KILL")
+        r = corralctl(d, "kill", "1", "KILL")
         check(r.returncode == 0, "kill: %s" % r.stderr)
         wait_for(lambda: d.request({"cmd": "history"})["history"], timeout=10, what="a death")
-        h = json.loads(ctl(d, "--json", "history").stdout)["history"]
+        h = json.loads(corralctl(d, "--json", "history").stdout)["history"]
         check(h[0]["pid"] == pid and h[0]["category"] == "signal", "history: %r" % h[0])
-        r = ctl(d, "history", "5")
+        r = corralctl(d, "history", "5")
         check(r.returncode == 0 and "signal" in r.stdout and str(pid) in r.stdout,
               "history table: %s" % r.stdout)
-        r = ctl(d, "kill", "2", "9")
+        r = corralctl(d, "kill", "2", "9")
         check(r.returncode == 0 and "9" in r.stdout, "numeric signal")
 
 
@@ -127,11 +127,11 @@ def test_events():
                 if printed(lambda l: " worker 1 " in l):
                     return True
                 if time.monotonic() - restarted[0] > 1.0:
-                    check(ctl(d, "restart", "1").returncode == 0, "restart 1")
+                    check(corralctl(d, "restart", "1").returncode == 0, "restart 1")
                     restarted[0] = time.monotonic()
                 return False
             wait_for(live, 10, what="an event in corralctl events' output")
-            check(ctl(d, "kill", "2", "KILL").returncode == 0, "kill")
+            check(corralctl(d, "kill", "2", "KILL").returncode == 0, "kill")
             try:
                 wait_for(lambda: printed(lambda l: "died" in l and str(pid) in l), 10,
                          what="worker 2's death in corralctl events' output")
@@ -168,7 +168,7 @@ def test_promtool():
                    timeout=10, what="worker back")
         text = d.request({"cmd": "metrics"})["metrics"]
         check('corral_worker_deaths_total{category="signal"} 1' in text, "death not counted")
-        r = ctl(d, "metrics")
+        r = corralctl(d, "metrics")
         check(r.returncode == 0 and "corral_up 1" in r.stdout, "corralctl metrics")
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as resp:
             check(resp.status == 200, "HTTP status %d" % resp.status)
