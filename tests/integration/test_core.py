@@ -207,6 +207,7 @@ def test_watchdog_lowered_live():
     hour later (a heartbeat otherwise only moves the due time on)."""
     c = ct.Corrald("--watchdog", "3600", "--hang-timeout", "0", workers=1,
                    command=[ct.WORKER, "--report-interval", "250"])
+
     def heartbeat_since(t):
         """A heartbeat (report) has come since monotonic time t."""
         def beat():
@@ -214,9 +215,9 @@ def test_watchdog_lowered_live():
             return ago is not None and ago < (time.monotonic() - t) * 1000
         return beat
     try:
-        t = time.monotonic()
         # Heartbeats under the 1 h watchdog (the first of them, at least).
-        ct.wait_for(heartbeat_since(t - 1), 5, what="a heartbeat")
+        ct.wait_for(lambda: c.workers()[0]["last_report_ago_ms"] is not None, 5,
+                    what="a heartbeat")
         r = c.ctl("set", key="watchdog", value="1")
         assert r["ok"], r
         t = time.monotonic()
