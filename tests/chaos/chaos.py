@@ -45,7 +45,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 FAULT_PERIOD = 0.5
@@ -93,25 +93,42 @@ def now_ms():
 
 
 class Events(threading.Thread):
-    """A control `events` subscriber: every event, in order."""
+    """A control `events` subscriber: every event, in order. sync() returns
+    once every event corrald emitted before the call has been read."""
 
     def __init__(self, sockpath):
         super().__init__(daemon=True)
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(sockpath)
-        self.s.sendall(b'{"cmd":"events"}\n')
-        self.f = self.s.makefile("rb")
-        first = json.loads(self.f.readline())
-        assert first.get("ok") and first.get("subscribed"), first
+        self.conn = ct.Control(sockpath).subscribe()
         self.events = []
+        self.replies = set()
+        self.syncs = 0
         self.lock = threading.Lock()
 
     def run(self):
-        for line in self.f:
-            ev = json.loads(line)
-            if "event" in ev:
-                with self.lock:
-                    self.events.append(ev)
+        while True:
+            try:
+                line = self.conn.line(timeout=None)
+            except OSError:  # closed by close()
+                return
+            if line is None:
+                return
+            obj = json.loads(line)
+            with self.lock:
+                if "event" in obj:
+                    self.events.append(obj)
+                elif "id" in obj:
+                    self.replies.add(obj["id"])
+
+    def sync(self):
+        """Two pings on the subscription, one after the other's answer:
+        the second is handled in a later turn of corrald's loop than the
+        first, so whatever was pending when sync() began (events, the EOF
+        of a control connection the test closed) has been dealt with."""
+        for _ in range(2):
+            self.syncs += 1
+            rid = f"sync-{self.syncs}"
+            self.conn.send({"cmd": "ping", "id": rid})
+            ct.wait_for(lambda: rid in self.replies, 10, what=f"the answer to {rid}")
 
     def snapshot(self):
         with self.lock:
@@ -119,8 +136,8 @@ class Events(threading.Thread):
 
     def close(self):
         with contextlib.suppress(OSError):
-            self.s.shutdown(socket.SHUT_RDWR)
-        self.s.close()
+            self.conn.s.shutdown(socket.SHUT_RDWR)
+        self.conn.close()
         self.join(5)
 
 
@@ -345,7 +362,7 @@ class Chaos:
         while time.monotonic() < end:
             self.one(events.snapshot())
             tick += FAULT_PERIOD
-            time.sleep(max(0.0, tick - time.monotonic()))
+            time.sleep(max(0.0, tick - time.monotonic()))  # the faults' pace
         if self.target != self.n:
             # Back to N whatever the surplus slot is doing (a worker we hit
             # there then has two ledger entries: either death matches).
@@ -547,7 +564,7 @@ def check_serving(initial, events, chaos, t_start, t_end):
                 f"+{(g[0] - t_start) / 1000:.1f} s" for g in long_gaps[:8])], worst
 
 
-def check_leftovers(c, cg, n, base, settle_problem):
+def check_leftovers(c, cg, n, base, settle_problem, ev):
     """Worker count, zombies, escaped processes, stray cgroups, fds, RSS;
     (problems, (fd, rss) now)."""
     problems = []
@@ -571,6 +588,7 @@ def check_leftovers(c, cg, n, base, settle_problem):
     if groups != want:
         problems.append(f"stray worker cgroups: {sorted(groups - want)}; "
                         f"missing: {sorted(want - groups)}")
+    ev.sync()  # corrald has closed its ends of the control connections above
     fd1, rss1 = fd_count(pid), rss_bytes(pid)
     bound = RSS_BOUND_ASAN if sanitized(pid) else RSS_BOUND
     if fd1 != base[0]:
@@ -610,6 +628,14 @@ def settle(c, chaos, ev, n):
         return f"did not settle: {e}; workers: {json.dumps(c.workers())[:1500]}"
 
 
+def wait_sampled(c):
+    """Until every worker has been sampled by corrald (its cgroup usage is
+    corrald's own sample, where the RSS may come from the worker's report)
+    and heard from."""
+    ct.wait_for(lambda: all(w["cgroup_usage_bytes"] > 0 and w["last_report_ago_ms"] is not None
+                            for w in c.workers()), 10, what="a sample and a report of each worker")
+
+
 def run(args):
     ct.need_memcg()
     print(f"chaos: seed {args.seed}, {args.seconds} s, {args.workers} workers, "
@@ -624,7 +650,11 @@ def run(args):
         ev = Events(c.sock)
         ev.start()
         t_initial = now_ms()
-        time.sleep(1.0)
+        # The baseline once corrald holds all it holds for its workers (a
+        # sample of each keeps its statm open), no control connection of
+        # ours left open but the subscription.
+        wait_sampled(c)
+        ev.sync()
         base = fd_count(c.proc.pid), rss_bytes(c.proc.pid)
         initial = c.live_pids()
         assert len(initial) == args.workers, initial
@@ -639,7 +669,8 @@ def run(args):
         halt.set()
         for t in clients + chaos.threads:
             t.join(20)
-        time.sleep(1.0)  # the last events and samples
+        wait_sampled(c)  # the replacements too
+        ev.sync()  # every event so far is in
         t_end = now_ms()
 
         # Alive and answering.
@@ -655,7 +686,7 @@ def run(args):
         problems += p
         p, worst = check_serving(initial, events, chaos, t_start, t_end)
         problems += p
-        p, now = check_leftovers(c, cg, args.workers, base, settle_problem)
+        p, now = check_leftovers(c, cg, args.workers, base, settle_problem, ev)
         problems += p
         failures = [f for cl in clients for f in cl.failures]
         p, explained, planned, other = check_failures(failures, chaos, deaths, t_start)

@@ -10,8 +10,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
 
 SRC = os.environ.get("CORRAL_SOURCE_ROOT",
                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -125,12 +128,15 @@ class Docker(Engine):
              "--pidfile", os.path.join(self.tmp, "docker.pid"), "--bridge=none",
              "--iptables=false", "--ip-forward=false", "--ip-masq=false"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while subprocess.run(self.cmd + ["info"], capture_output=True).returncode != 0:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise AssertionError("dockerd did not start")
-            time.sleep(0.3)
+        def up():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"dockerd exited {self.proc.returncode}")
+            return subprocess.run(self.cmd + ["info"], capture_output=True).returncode == 0
+        try:
+            ct.wait_for(up, 60, interval=0.3, what="dockerd to answer `docker info`")
+        except AssertionError as e:
+            self.close()
+            raise AssertionError(f"dockerd did not start: {e}") from None
 
     def build_flags(self):
         return ["--network", "none"]

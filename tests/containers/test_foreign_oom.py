@@ -9,18 +9,13 @@ second group limited to 32M is OOM-killed by the kernel; then one worker is
 killed with SIGKILL from outside and another exits by SIGTERM from outside.
 Both deaths must be recorded with oom_system_kills 0 and neither as an OOM.
 Exit 0 = pass, 77 = skip (not root, no v1 memory controller)."""
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
-CORRALD = os.environ["CORRALD"]
-WORKER = os.environ["CORRAL_WORKER_BIN"]
-MEMCG = "/sys/fs/cgroup/memory"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
 
 
 def vmstat_oom_kill():
@@ -32,76 +27,15 @@ def vmstat_oom_kill():
     return 0
 
 
-def ctl(sock, cmd, **kw):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5)
-        s.connect(sock)
-        s.sendall((json.dumps(dict(kw, cmd=cmd)) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf)
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Group:
-    def __init__(self, name, limit=None):
-        self.path = f"{MEMCG}/corral-test-{os.getpid()}-{name}"
-        os.makedirs(self.path, exist_ok=True)
-        if limit:
-            with open(self.path + "/memory.limit_in_bytes", "w") as f:
-                f.write(str(limit))
-
-    def enter(self):
-        with open(self.path + "/cgroup.procs", "w") as f:
-            f.write(str(os.getpid()))
-
-    def remove(self):
-        for _ in range(250):
-            try:
-                with open(self.path + "/cgroup.procs") as f:
-                    for pid in f.read().split():
-                        os.kill(int(pid), signal.SIGKILL)
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
-
-
 def main():
-    if os.geteuid() != 0 or not os.path.exists(MEMCG + "/memory.limit_in_bytes"):
-        return 77
-    home, small = Group("home"), Group("small", 32 << 20)
-    tmp = tempfile.mkdtemp(prefix="corral-foreign-")
-    sock = os.path.join(tmp, "control.sock")
-    log = open(os.path.join(tmp, "corrald.log"), "wb")
-    proc = subprocess.Popen([CORRALD, "--workers", "2", "--listen", "127.0.0.1:0", "--control",
-                             sock, "--no-cgroups"], stdout=log, stderr=subprocess.STDOUT,
-                            cwd=tmp, preexec_fn=home.enter,
-                            env=dict(os.environ, CORRAL_WORKER=WORKER))
+    if os.geteuid() != 0 or ct.memcg_layout() != "v1":
+        return ct.SKIP
+    home, small = ct.TestCgroup("home"), ct.TestCgroup("small")
+    c = None
     try:
-        def ready():
-            try:
-                ws = ctl(sock, "status")["workers"]
-            except OSError:
-                return None
-            return [w["pid"] for w in ws if w["state"] == "ready"] if len(
-                [w for w in ws if w["state"] == "ready"]) == 2 else None
-        pids = wait_for(ready, 15, "2 ready workers")
+        small.limit(32 << 20)
+        c = ct.Corrald(workers=2, preexec=home.enter, name="foreign", ready_timeout=15)
+        pids = c.live_pids()
         before = vmstat_oom_kill()
         hog = subprocess.run([sys.executable, "-c", "b = b'x' * (100 << 20)"],
                              preexec_fn=small.enter, capture_output=True)
@@ -109,8 +43,7 @@ def main():
         assert vmstat_oom_kill() > before, "the foreign OOM kill did not move /proc/vmstat"
         os.kill(pids[0], signal.SIGKILL)
         os.kill(pids[1], signal.SIGTERM)
-        hist = wait_for(lambda: (lambda h: h if len(h) >= 2 else None)(
-            ctl(sock, "history")["history"]), 15, "two deaths")
+        hist = c.wait_death(timeout=15, count=2)
         for d in hist:
             print(d["category"], d["shell_status"], d["oom_system_kills"], d["reason"])
             assert d["oom_system_kills"] == 0, d
@@ -119,13 +52,11 @@ def main():
         assert cats == ["exit-clean", "signal"] or cats == ["signal", "signal"], cats
         return 0
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        if c:
+            try:
+                c.stop(timeout=20)
+            finally:
+                c.close()
         home.remove()
         small.remove()
 

@@ -12,32 +12,17 @@ container engine starts it.
            should_fail: true; flip that to false when the reaping is merged.
 
 Exit 0 = pass, 77 = skip, anything else = fail."""
-import json
+import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
-CORRALD = os.environ["CORRALD"]
-WORKER = os.environ["CORRAL_WORKER_BIN"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
 
-
-def ctl(sock, cmd, **kw):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5)
-        s.connect(sock)
-        s.sendall((json.dumps(dict(kw, cmd=cmd)) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf)
+WORKER = ct.WORKER
 
 
 def children(pid):
@@ -59,53 +44,38 @@ def state(pid):
         return "?"
 
 
-class Pid1:
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+class Pid1(ct.Corrald):
+    """corrald under `unshare --pid --fork`: PID 1 of its namespace."""
+
     def __init__(self, command):
-        self.tmp = tempfile.mkdtemp(prefix="corral-pid1-")
-        self.sock = os.path.join(self.tmp, "control.sock")
-        self.logpath = os.path.join(self.tmp, "corrald.log")
-        self.log_file = open(self.logpath, "wb")
-        argv = ["unshare", "--pid", "--fork", "--kill-child", "--", CORRALD, "--workers", "1",
-                "--listen", "127.0.0.1:0", "--control", self.sock, "--no-cgroups",
-                "--"] + command
-        self.proc = subprocess.Popen(argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     cwd=self.tmp)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("corrald did not start:\n" + self.log())
-            time.sleep(0.05)
+        super().__init__(workers=1, command=command, wait_ready=False, name="pid1",
+                         prefix=["unshare", "--pid", "--fork", "--kill-child", "--"])
         kids = children(self.proc.pid)
         assert len(kids) == 1, kids
         self.host_pid = kids[0]  # corrald, PID 1 inside
 
-    def log(self):
-        self.log_file.flush()
-        with open(self.logpath, "rb") as f:
-            return f.read().decode(errors="replace")
-
     def ready_pid(self, timeout=10):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ws = [w for w in ctl(self.sock, "status")["workers"] if w["state"] == "ready"]
-            if ws:
-                return ws[0]["pid"]
-            time.sleep(0.05)
-        raise AssertionError("no ready worker:\n" + self.log())
+        return self.wait_ready(1, timeout)[0]
 
     def zombies(self):
         return [p for p in children(self.host_pid) if state(p) == "Z"]
 
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log_file.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        # As an engine stops a container: SIGTERM to its PID 1 (unshare
+        # does not pass its own on), SIGKILL only if that fails.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.host_pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(15)
+        super().close()
 
 
 def test_detect():
@@ -117,7 +87,7 @@ def test_detect():
         assert "default stop timeout is 8 s" in log, log
         # A child that shares PID 1's memory starts corral-exec there too.
         assert "workers start through " in log and "start by fork" not in log, log
-        st = ctl(c.sock, "status")
+        st = c.status()
         cfg = st.get("config") or st["supervisor"].get("config", {})
         if "stop-timeout" in cfg:
             assert cfg["stop-timeout"] == 8000, cfg
@@ -129,14 +99,23 @@ def test_reaping():
     c = Pid1(["sh", "-c", f"(sleep 2 &); exec {WORKER}"])
     try:
         wpid = c.ready_pid()
+        orphans = set()
+
+        def orphaned():
+            # Each life's `sleep 2` outlives its subshell: PID 1 inherits it.
+            orphans.update(p for p in children(c.host_pid) if comm(p) == "sleep")
+            return orphans
+        ct.wait_for(lambda: len(orphaned()) >= 1, 5, what="the first life's orphan")
         # A second life of the worker forks a second orphan.
-        r = ctl(c.sock, "kill", worker=1, signal="KILL")
+        r = c.ctl("kill", worker=1, signal="KILL")
         assert r["ok"], r
-        deadline = time.monotonic() + 10
-        while c.ready_pid() == wpid and time.monotonic() < deadline:
-            time.sleep(0.05)
-        # Both sleeps have exited after ~2 s; give PID 1 a moment to reap.
-        time.sleep(3.0)
+        ct.wait_for(lambda: c.live_pids() and c.live_pids() != [wpid], 10,
+                    what="the worker's second life")
+        ct.wait_for(lambda: len(orphaned()) >= 2, 5, what="the second life's orphan")
+        # Each orphan exits after its 2 s; PID 1 must reap it: its /proc
+        # entry goes (a zombie keeps one).
+        ct.wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in orphaned()), 8,
+                    what=f"the orphans {sorted(orphans)} reaped")
         z = c.zombies()
         assert not z, f"zombies under corrald (PID 1): {z}\n" + c.log()[-2000:]
     finally:
@@ -145,5 +124,5 @@ def test_reaping():
 
 if __name__ == "__main__":
     if os.geteuid() != 0 or not shutil.which("unshare"):
-        sys.exit(77)
-    globals()["test_" + sys.argv[1]]()
+        sys.exit(ct.SKIP)
+    ct.main(sys.modules[__name__])

@@ -8,32 +8,34 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charness import SKIP, Corrald, check, run_cases  # noqa: E402
+from charness import Corrald, SKIP, check  # noqa: E402
+import corraltest as ct  # noqa: E402  (on the path through charness)
 
 NOBODY = 65534
 
+# The client, run as another user: the shared control client, from the
+# harness directory (argv[2]).
 CLIENT = r"""
 import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(5)
+sys.path.insert(0, sys.argv[2])
+from corraltest import Control
 try:
-    s.connect(sys.argv[1])
+    c = Control(sys.argv[1], 5)
 except OSError as e:
     print(json.dumps({"connect_errno": e.errno}))
     sys.exit(0)
-s.sendall(b'{"cmd":"ping"}\n')
-data = b""
-while b"\n" not in data:
-    chunk = s.recv(4096)
-    if not chunk:
+c.send({"cmd": "ping"})
+lines, closed, wait = [], False, 5
+while True:  # every line, until the end of the stream or 1.5 s of silence
+    try:
+        line = c.line(wait)
+    except socket.timeout:
         break
-    data += chunk
-lines = [json.loads(l) for l in data.split(b"\n") if l]
-s.settimeout(1.5)
-try:
-    closed = s.recv(4096) == b""
-except socket.timeout:
-    closed = False
+    if line is None:
+        closed = True
+        break
+    lines.append(json.loads(line))
+    wait = 1.5
 print(json.dumps({"lines": lines, "closed": closed}))
 """
 
@@ -47,7 +49,7 @@ def need_root():
 def as_nobody(sock, gid=NOBODY, groups=None):
     grouping = ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
     out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % gid] + grouping +
-                         [sys.executable, "-c", CLIENT, sock],
+                         [sys.executable, "-c", CLIENT, sock, ct.LIB],
                          capture_output=True, text=True, timeout=20)
     check(out.returncode == 0, "client failed: %s" % out.stderr)
     return json.loads(out.stdout)
@@ -59,7 +61,7 @@ def open_dir(d):
     os.chmod(d.tmp, 0o755)
 
 
-def case_mode():
+def test_mode():
     """The socket is 0660: an outsider cannot even connect (EACCES)."""
     need_root()
     with Corrald(workers=1, name="mode") as d:
@@ -71,7 +73,7 @@ def case_mode():
         check(d.request({"cmd": "ping"})["ok"], "root refused")
 
 
-def case_peercred():
+def test_peercred():
     """With the mode opened up, SO_PEERCRED is what refuses: one error line,
     then the connection is closed."""
     need_root()
@@ -84,11 +86,11 @@ def case_peercred():
         check(lines[0]["ok"] is False and lines[0]["error"]["code"] == "forbidden",
               "expected forbidden: %r" % lines)
         check(r["closed"], "refused peer left connected")
-        check("refused peer" in d.logtext(), "refusal not logged")
+        check("refused peer" in d.log(), "refusal not logged")
         check(d.request({"cmd": "ping"})["ok"], "root refused after an outsider")
 
 
-def case_allow_uid():
+def test_allow_uid():
     """--control-allow-uid admits that uid (socket opened by mode)."""
     need_root()
     with Corrald(workers=1, name="uid", args=["--control-allow-uid", "1234,%d" % NOBODY]) as d:
@@ -98,7 +100,7 @@ def case_allow_uid():
         check(r.get("lines") == [{"ok": True, "pong": "corral"}], "allowed uid: %r" % r)
 
 
-def case_group():
+def test_group():
     """--control-group: the socket is group-owned 0660 and members get in,
     both by the mode and by corrald's check; non-members do not."""
     need_root()
@@ -127,5 +129,4 @@ def case_group():
 
 
 if __name__ == "__main__":
-    run_cases({"mode": case_mode, "peercred": case_peercred, "allow_uid": case_allow_uid,
-               "group": case_group})
+    ct.main(sys.modules[__name__])

@@ -8,7 +8,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charness import Conn, Corrald, check, fail, run_cases  # noqa: E402
+from charness import Control, Corrald, check, fail  # noqa: E402
+import corraltest as ct  # noqa: E402  (on the path through charness)
 from golden import load, match  # noqa: E402
 
 SRC = os.environ.get("CORRAL_SRC") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -17,7 +18,7 @@ DATA = os.path.join(SRC, "tests", "data", "control")
 DOC = os.path.join(SRC, "docs", "control-protocol.md")
 
 
-def case_golden():
+def test_golden():
     reqs = sorted(glob.glob(os.path.join(DATA, "*.request")))
     check(len(reqs) >= 20, "too few golden pairs in %s" % DATA)
     errors = []
@@ -27,7 +28,7 @@ def case_golden():
             with open(req, "rb") as f:
                 raw = f.read()
             tpl = load(os.path.join(DATA, name + ".response.json"))
-            c = Conn(d.sock)
+            c = Control(d.sock)
             c.send(raw)
             line = c.line()
             c.close()
@@ -53,7 +54,7 @@ def documented():
     return text, cmds, codes
 
 
-def case_docs():
+def test_docs():
     """Every documented command exists, every implemented error code is
     documented, and undocumented commands are refused."""
     text, cmds, codes = documented()
@@ -80,7 +81,7 @@ def case_docs():
         check(not missing, "status fields not documented: %s" % missing)
 
 
-def case_man():
+def test_man():
     """The man pages cover every corrald option and every corralctl command."""
     import subprocess
     from charness import exe
@@ -103,4 +104,4 @@ def case_man():
 
 
 if __name__ == "__main__":
-    run_cases({"golden": case_golden, "docs": case_docs, "man": case_man})
+    ct.main(sys.modules[__name__])

@@ -2,13 +2,14 @@
 import json
 import os
 import re
-import socket
+import signal
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charness import Conn, Corrald, check, fail, run_cases  # noqa: E402
+from charness import Control, Corrald, check, wait_for  # noqa: E402
+import corraltest as ct  # noqa: E402  (on the path through charness)
 
 
 def err_code(res):
@@ -18,7 +19,7 @@ def err_code(res):
     return e["code"]
 
 
-def case_commands():
+def test_commands():
     """Every command answers ok with its documented shape; id is echoed."""
     with Corrald(workers=2, name="cmds") as d:
         r = d.request({"cmd": "ping", "id": "abc"})
@@ -42,27 +43,24 @@ def case_commands():
         old = d.pids()
         k = d.request({"cmd": "kill", "worker": 2, "signal": "KILL"})
         check(k == {"ok": True, "signal": 9}, "kill: %r" % k)
-        d.wait_for(lambda: d.request({"cmd": "history"})["history"], what="a death")
+        wait_for(lambda: d.request({"cmd": "history"})["history"], timeout=10, what="a death")
         r = d.request({"cmd": "restart", "worker": 1})
         check(r == {"ok": True}, "restart: %r" % r)
         r = d.request({"cmd": "restart", "worker": "all"})
         check(r == {"ok": True}, "restart all: %r" % r)
-        d.wait_for(lambda: not set(d.pids()) & set(old) and len(d.pids()) == 2,
-                   what="every worker replaced")
+        wait_for(lambda: not set(d.pids()) & set(old) and len(d.pids()) == 2,
+                   timeout=10, what="every worker replaced")
         r = d.request({"cmd": "reload"})
         check(r == {"ok": True}, "reload: %r" % r)
         r = d.request({"cmd": "scale", "workers": 3})
         check(r == {"ok": True, "workers": 3}, "scale: %r" % r)
-        d.wait_for(lambda: len(d.pids()) == 3, what="3 workers")
-        c = Conn(d.sock)
+        wait_for(lambda: len(d.pids()) == 3, timeout=10, what="3 workers")
+        c = Control(d.sock)
         check(c.call({"cmd": "events"}) == {"ok": True, "subscribed": True}, "events")
         d.request({"cmd": "kill", "worker": 3, "signal": "TERM"})
-        seen = []
-        deadline = time.monotonic() + 10
         # (A reload may still be rolling: skip other workers' deaths.)
-        while time.monotonic() < deadline and not any(
-                e["event"] == "died" and e["worker"] == 3 for e in seen):
-            seen.append(c.recv_json())
+        seen = c.read_until(lambda e: e["event"] == "died" and e["worker"] == 3, 10,
+                            what="worker 3's died event")
         died = [e for e in seen if e["event"] == "died" and e["worker"] == 3]
         check(died and died[0]["category"] and "postmortem" in died[0],
               "no died event for worker 3: %r" % seen)
@@ -76,7 +74,7 @@ def case_commands():
         check(not os.path.exists(d.sock), "control socket left behind")
 
 
-def case_errors():
+def test_errors():
     """Every error code reachable from a request."""
     with Corrald(workers=1, name="errs", args=["--backoff-initial", "3000"]) as d:
         cases = [
@@ -109,7 +107,7 @@ def case_errors():
             (b"{\"cmd\":\"set\",\"key\":\"memory-max\",\"value\":\"lots\"}", "bad-argument"),
             (b"{\"cmd\":\"set\",\"key\":\"listen\",\"value\":\"1.2.3.4:1\"}", "bad-argument"),
         ]
-        c = Conn(d.sock)
+        c = Control(d.sock)
         for raw, code in cases:
             r = c.call(raw)
             got = err_code(r)
@@ -122,28 +120,34 @@ def case_errors():
         # no-process: a slot in backoff has no process.
         # The first death may restart at once; repeated ones back off.
         def in_backoff():
-            if d.request({"cmd": "worker", "worker": 1})["worker"]["pid"] == 0:
+            w = d.request({"cmd": "worker", "worker": 1})["worker"]
+            if w["state"] == "backoff":
                 return True
-            c.call({"cmd": "kill", "worker": 1, "signal": "KILL"})
-            time.sleep(0.3)
-            return d.request({"cmd": "worker", "worker": 1})["worker"]["pid"] == 0
-        d.wait_for(in_backoff, timeout=15, what="worker 1 in backoff")
+            if w["pid"]:
+                deaths = len(d.request({"cmd": "history"})["history"])
+                c.call({"cmd": "kill", "worker": 1, "signal": "KILL"})
+                wait_for(lambda: len(d.request({"cmd": "history"})["history"]) > deaths, 10,
+                         what="the death recorded")
+            return False
+        wait_for(in_backoff, timeout=15, what="worker 1 in backoff")
         r = c.call({"cmd": "kill", "worker": 1, "signal": "TERM"})
         check(err_code(r) == "no-process", "kill in backoff: %r" % r)
         c.close()
 
 
-def case_shutting_down():
+def test_shutting_down():
     """Commands that start work are refused while corrald drains."""
     stubborn = ["python3", "-c",
                 "import signal,time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
                 "time.sleep(60)\n"]
     with Corrald(workers=1, name="shut", command=stubborn, wait_ready=False,
                  args=["--stop-timeout", "4", "--start-timeout", "30"]) as d:
-        # Let python install its SIG_IGN before the stop's SIGTERM.
-        d.wait_for(lambda: d.request({"cmd": "worker", "worker": 1})["worker"]["uptime_ms"] > 1500,
-                   what="the stubborn worker up")
-        a, b = Conn(d.sock), Conn(d.sock)
+        # Python must have installed its SIG_IGN before the stop's SIGTERM.
+        def sig_ign():
+            pid = d.request({"cmd": "worker", "worker": 1})["worker"]["pid"]
+            return pid and ct.ignores_signal(pid, signal.SIGTERM)
+        wait_for(sig_ign, 10, what="the stubborn worker's SIG_IGN")
+        a, b = Control(d.sock), Control(d.sock)
         check(a.call({"cmd": "stop"}) == {"ok": True}, "stop")
         for req in ({"cmd": "scale", "workers": 2}, {"cmd": "reload"},
                     {"cmd": "restart", "worker": "all"}):
@@ -156,10 +160,10 @@ def case_shutting_down():
         d.proc.wait(20)
 
 
-def case_malformed():
+def test_malformed():
     """Garbage, blank lines, CRLF, and a last line without newline."""
     with Corrald(workers=1, name="malf") as d:
-        c = Conn(d.sock)
+        c = Control(d.sock)
         c.send(b"\n\r\n{\"cmd\":\"ping\",\"id\":1}\r\n")
         check(c.recv_json() == {"ok": True, "pong": "corral", "id": 1}, "CRLF / blank lines")
         c.send(b"\x00\xff\xfe garbage")
@@ -175,25 +179,19 @@ def case_malformed():
         check(c.recv_json()["id"] == "slow", "byte-by-byte request")
         c.close()
         # Unterminated last line before EOF is still answered.
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(d.sock)
-        s.sendall(b"{\"cmd\":\"ping\",\"id\":\"eof\"}")
-        s.shutdown(socket.SHUT_WR)
-        s.settimeout(5)
-        data = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        check(json.loads(data)["id"] == "eof", "answer before EOF: %r" % data)
-        s.close()
+        with Control(d.sock, 5) as c:
+            c.s.sendall(b"{\"cmd\":\"ping\",\"id\":\"eof\"}")
+            c.half_close()
+            line = c.line(5)
+            check(line is not None and json.loads(line)["id"] == "eof",
+                  "answer before EOF: %r" % line)
+            check(c.line(5) is None, "connection not closed after the answer to a half-close")
 
 
-def case_longline():
+def test_longline():
     """A 1 MiB line: one line-too-long error, then the connection closes."""
     with Corrald(workers=1, name="long") as d:
-        c = Conn(d.sock)
+        c = Control(d.sock)
         big = b"{\"cmd\":\"ping\",\"pad\":\"" + b"x" * (1 << 20) + b"\"}\n"
         try:
             c.s.sendall(big)
@@ -204,7 +202,7 @@ def case_longline():
         check(c.line(5) is None, "connection not closed after line-too-long")
         c.close()
         # Just under the cap is fine.
-        c = Conn(d.sock)
+        c = Control(d.sock)
         pad = 65536 - len(b"{\"cmd\":\"ping\",\"pad\":\"\"}") - 1
         r = c.call(b"{\"cmd\":\"ping\",\"pad\":\"" + b"y" * pad + b"\"}")
         check(r["ok"], "line just under 64 KiB refused: %r" % r)
@@ -213,7 +211,7 @@ def case_longline():
         # however the reads split it (corrald reads 16 KiB at a time, so a
         # check on unterminated input alone let up to 16 KiB more through).
         for over in (2, 1000, 16000):  # pad + 1 is exactly the cap
-            c = Conn(d.sock)
+            c = Control(d.sock)
             line = b"{\"cmd\":\"ping\",\"pad\":\"" + b"z" * (pad + over) + b"\"}\n"
             try:
                 c.s.sendall(line)
@@ -225,10 +223,10 @@ def case_longline():
         check(d.request({"cmd": "ping"})["ok"], "corrald unresponsive")
 
 
-def case_halfline():
+def test_halfline():
     """Half a line and silence: others are served; the idle timeout closes it."""
     with Corrald(args=("--control-idle-timeout", "1500ms"), workers=1, name="half") as d:
-        c = Conn(d.sock)
+        c = Control(d.sock)
         c.s.sendall(b"{\"cmd\":\"sta")
         t0 = time.monotonic()
         for _ in range(5):
@@ -243,10 +241,10 @@ def case_halfline():
         c.close()
 
 
-def case_many():
+def test_many():
     """100 clients at once, each gets its own answer."""
     with Corrald(workers=2, name="many") as d:
-        conns = [Conn(d.sock) for _ in range(100)]
+        conns = [Control(d.sock) for _ in range(100)]
         for i, c in enumerate(conns):
             c.send({"cmd": "status", "id": i})
         for i, c in enumerate(conns):
@@ -257,24 +255,25 @@ def case_many():
         check(d.request({"cmd": "ping"})["ok"], "after 100 clients")
 
 
-def case_busy():
+def test_busy():
     """Past --control-max-clients a new client gets `busy` and is closed."""
     with Corrald(workers=1, name="busy", args=["--control-max-clients", "4"]) as d:
-        conns = [Conn(d.sock) for _ in range(4)]
+        conns = [Control(d.sock) for _ in range(4)]
         for c in conns:
             check(c.call({"cmd": "ping"})["ok"], "client within the limit")
-        extra = Conn(d.sock)
+        extra = Control(d.sock)
         r = extra.recv_json()
         check(err_code(r) == "busy", "5th client: %r" % r)
         check(extra.line(3) is None, "busy client not closed")
         extra.close()
         conns.pop().close()
-        d.wait_for(lambda: d.request({"cmd": "ping"}).get("ok"), what="a free slot")
+        wait_for(lambda: d.request({"cmd": "ping"}).get("ok"), timeout=10,
+                 what="a free slot")
         for c in conns:
             c.close()
 
 
-def case_slowsub():
+def test_slowsub():
     """An events subscriber that never reads, while events pour in, and a
     client that pipelines thousands of requests without reading: corrald
     keeps answering status within 100 ms and, rather than buffer the
@@ -286,13 +285,10 @@ def case_slowsub():
     if nice:
         os.nice(nice)
     with Corrald(workers=2, name="slowsub", nice=nice) as d:
-        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stuck.connect(d.sock)
-        stuck.sendall(b"{\"cmd\":\"events\"}\n")
-        flood = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        flood.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        flood.connect(d.sock)
+        stuck = Control(d.sock, rcvbuf=4096)
+        stuck.send({"cmd": "events"})
+        flood_conn = Control(d.sock, rcvbuf=4096)
+        flood = flood_conn.s  # raw writes and reads below
         flood.setblocking(False)
         # Padded so that 4000 requests (4 MB) cannot all sit in socket
         # buffers: once corrald pauses this client, our sends stop.
@@ -308,7 +304,7 @@ def case_slowsub():
             check(r["ok"], "status failed")
 
         stop = time.monotonic() + 6
-        ctl = Conn(d.sock)
+        ctl = Control(d.sock)
         sent = 0
         while time.monotonic() < stop:
             ctl.call({"cmd": "restart", "worker": "all"})
@@ -318,7 +314,7 @@ def case_slowsub():
                 pass  # corrald stopped reading this client: it is paused
             for _ in range(3):
                 timed_status()
-            time.sleep(0.1)
+            time.sleep(0.1)  # the rounds' pace for 6 s (a load loop, not a wait)
         ctl.close()
         lat.sort()
         print("status requests: %d, median %.1f ms, p99 %.1f ms, slowest %.1f ms" % (
@@ -328,7 +324,7 @@ def case_slowsub():
         # a huge shadow mapping stall its loop) gets 500 ms.
         bound = 0.5 if os.environ.get("CORRAL_SANITIZED") == "1" else 0.1
         check(lat[-1] < bound, "status took %.1f ms while clients were stuck" % (lat[-1] * 1000))
-        log = d.logtext()
+        log = d.log()
         spawned = log.count("[spawned]")
         print("workers spawned during the run: %d" % spawned)
         check(spawned > 20, "too few events generated (%d)" % spawned)
@@ -355,12 +351,8 @@ def case_slowsub():
         print("flood client: %d requests accepted before the pause, all answered" % sent)
         check(d.request({"cmd": "ping"})["ok"], "corrald unresponsive at the end")
         stuck.close()
-        flood.close()
+        flood_conn.close()
 
 
 if __name__ == "__main__":
-    run_cases({
-        "commands": case_commands, "errors": case_errors, "shutting_down": case_shutting_down,
-        "malformed": case_malformed, "longline": case_longline, "halfline": case_halfline,
-        "many": case_many, "busy": case_busy, "slowsub": case_slowsub,
-    })
+    ct.main(sys.modules[__name__])

@@ -17,40 +17,36 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charness import Conn, Corrald, check, exe, fail, run_cases  # noqa: E402
+from charness import Control, Corrald, check, exe, fail, wait_for  # noqa: E402
+import corraltest as ct  # noqa: E402  (on the path through charness)
 
 
 def nfds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def case_gone_subscribers():
+def test_gone_subscribers():
     """130 subscribers that leave (> --control-max-clients 128): status answers."""
     with Corrald(workers=1, name="gonesub") as d:
         base = nfds(d.proc.pid)
         for i in range(130):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(10)
-            s.connect(d.sock)
-            s.sendall(b'{"cmd":"events"}\n')
-            if i % 2:
-                # Like `printf … | socat -t0 -`: half-close, then gone.
-                s.shutdown(socket.SHUT_WR)
-            # Read the answer, so corrald has taken this client in.
-            line = s.makefile("rb").readline()
-            r = json.loads(line)
-            check(r.get("subscribed") is True, "subscriber %d answered %r" % (i, r))
-            s.close()
+            with Control(d.sock, 10) as s:
+                s.send({"cmd": "events"})
+                if i % 2:
+                    # Like `printf … | socat -t0 -`: half-close, then gone.
+                    s.half_close()
+                # Read the answer, so corrald has taken this client in.
+                r = s.recv_json()
+                check(r.get("subscribed") is True, "subscriber %d answered %r" % (i, r))
         r = d.request({"cmd": "status"})
         check(r.get("ok") is True, "status after 130 gone subscribers: %r" % r)
         # Every one of them is freed: the fd count returns to where it was.
-        d.wait_for(lambda: nfds(d.proc.pid) <= base, timeout=10,
+        wait_for(lambda: nfds(d.proc.pid) <= base, timeout=10,
                    what="fds back to %d (now %d)" % (base, nfds(d.proc.pid)))
         # A live subscriber still gets events.
-        c = Conn(d.sock)
+        c = Control(d.sock)
         check(c.call({"cmd": "events"}) == {"ok": True, "subscribed": True}, "subscribe")
         check(d.request({"cmd": "restart", "worker": 1})["ok"], "restart")
         ev = c.recv_json(timeout=15)
@@ -77,7 +73,7 @@ def start_second(sock, tmp, timeout=20, listen="127.0.0.1:0"):
     return code, text
 
 
-def case_double_start():
+def test_double_start():
     """A second corrald with the same --control path exits non-zero with one
     clear error; the first keeps its socket and answers."""
     with Corrald(workers=1, name="dbl") as d:
@@ -92,14 +88,14 @@ def case_double_start():
         check(os.path.exists(d.sock + ".lock"), "lock file missing")
         # Even on the first one's port, the path is what refuses it: the
         # control socket is claimed before anything else is opened.
-        code, text = start_second(d.sock, d.tmp, listen=d.listen_address())
+        code, text = start_second(d.sock, d.tmp, listen=d.addr)
         check(code not in (0, None) and "is in use by" in text and "listening on" not in text,
               "second corrald on the same port and path, exit %r:\n%s" % (code, text))
         check(d.request({"cmd": "ping"})["ok"], "first corrald unreachable")
     check(not os.path.exists(d.sock + ".lock"), "lock file left after a clean stop")
 
 
-def case_stale_socket():
+def test_stale_socket():
     """After kill -9 the socket file stays behind: the next corrald replaces it."""
     d = Corrald(workers=1, name="stale")
     d.start()
@@ -112,15 +108,13 @@ def case_stale_socket():
         p = subprocess.Popen([exe("CORRALD"), "--workers", "1", "--listen", "127.0.0.1:0",
                               "--no-cgroups", "--control", d.sock],
                              stdout=log, stderr=subprocess.STDOUT, cwd=d.tmp)
-        deadline = time.monotonic() + 15
-        st = None
-        while time.monotonic() < deadline and st is None:
+        def answer():
             check(p.poll() is None, "corrald refused a stale socket:\n%s" % open(log.name).read())
             try:
-                st = d.request({"cmd": "status"}, timeout=2)
+                return d.request({"cmd": "status"}, timeout=2)
             except (OSError, ValueError):
-                time.sleep(0.05)
-        check(st is not None, "the new corrald never answered on the stale path")
+                return None
+        st = wait_for(answer, 15, what="the new corrald to answer on the stale path")
         check(st["supervisor"]["pid"] == p.pid, "the answer is not from the new corrald")
         p.send_signal(signal.SIGTERM)
         check(p.wait(15) == 0, "new corrald exit %r" % p.returncode)
@@ -133,7 +127,7 @@ def case_stale_socket():
         d.stop()
 
 
-def case_foreign_socket():
+def test_foreign_socket():
     """A live socket that some other process (no lock) listens on is never
     replaced; a socket nobody listens on is."""
     tmp = tempfile.mkdtemp(prefix="crctl-foreign-")
@@ -169,16 +163,16 @@ def case_foreign_socket():
                           "--no-cgroups", "--control", path],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
     try:
-        deadline = time.monotonic() + 15
-        ok = False
-        while time.monotonic() < deadline and not ok and p.poll() is None:
+        def pong():
+            if p.poll() is not None:
+                return "exited"
             try:
-                c = Conn(path, 2)
-                ok = c.call({"cmd": "ping"})["ok"]
-                c.close()
+                with Control(path, 2) as c:
+                    return c.call({"cmd": "ping"})["ok"]
             except (OSError, ValueError):
-                time.sleep(0.05)
-        check(ok, "corrald did not replace a stale socket (exit %r)" % p.poll())
+                return False
+        ok = wait_for(pong, 15, what="corrald to replace a stale socket")
+        check(ok is True, "corrald did not replace a stale socket (exit %r)" % p.poll())
     finally:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -188,7 +182,7 @@ def case_foreign_socket():
         os.rmdir(tmp)
 
 
-def case_failed_start():
+def test_failed_start():
     """A corrald whose start fails after it claimed the path (the port is
     taken) exits 1 and leaves neither the socket nor the lock file."""
     tmp = tempfile.mkdtemp(prefix="crctl-fstart-")
@@ -210,7 +204,7 @@ def case_failed_start():
 
 def raw_call(path, data):
     """Sends bytes, returns the raw response line (bytes, without '\\n')."""
-    c = Conn(path)
+    c = Control(path)
     c.s.sendall(data + b"\n")
     line = c.line()
     c.close()
@@ -226,7 +220,7 @@ def strict(line):
         fail("response is not valid UTF-8 JSON (%s): %r" % (e, line[:200]))
 
 
-def case_bytes():
+def test_bytes():
     """Invalid UTF-8 is refused, never echoed; the id's text comes back as sent."""
     with Corrald(workers=1, name="bytes") as d:
         for bad in (b'{"cmd":"\xff\xfe","id":1}', b'{"cmd":"ping","id":"\xc3("}',
@@ -249,25 +243,18 @@ def case_bytes():
         check(r["error"]["code"] == "bad-request", "NUL in cmd: %r" % r)
 
 
-def case_eof_first():
+def test_eof_first():
     """Connections that end before sending a byte, or after blanks only."""
     with Corrald(workers=1, name="eof") as d:
         for data in (b"", b"\n", b"\r\n\n"):
             for _ in range(5):
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.settimeout(5)
-                s.connect(d.sock)
-                if data:
-                    s.sendall(data)
-                s.shutdown(socket.SHUT_WR)
-                check(s.recv(4096) == b"", "an answer to %r" % data)
-                s.close()
+                with Control(d.sock, 5) as c:
+                    if data:
+                        c.s.sendall(data)
+                    c.half_close()
+                    check(c.s.recv(4096) == b"", "an answer to %r" % data)
         check(d.request({"cmd": "ping"})["ok"], "ping after EOF-first clients")
 
 
 if __name__ == "__main__":
-    run_cases({
-        "gone_subscribers": case_gone_subscribers, "double_start": case_double_start,
-        "stale_socket": case_stale_socket, "foreign_socket": case_foreign_socket,
-        "bytes": case_bytes, "eof_first": case_eof_first, "failed_start": case_failed_start,
-    })
+    ct.main(sys.modules[__name__])

@@ -1,12 +1,13 @@
 """corrald's core with real workers and real signals (the foundation issue)."""
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 
@@ -70,8 +71,13 @@ def test_crash_loop():
         h = c.history()
         assert len(h) == 4 and all(d["category"] == "exit-error" for d in h), h
         assert "FAILED: crash loop" in c.log()
-        time.sleep(0.5)
-        assert len(c.history()) == 4  # retried slowly, not in a loop
+        # Retried slowly, not in a loop: no death in the next 0.5 s, where
+        # the loop put one every <= 100 ms of backoff (its deaths, newest
+        # first, came less than the window apart: the window would see one).
+        ends = [d["end_ms"] for d in h]
+        assert all(0 <= a - b < 500 for a, b in zip(ends, ends[1:])), ends
+        time.sleep(0.5)  # observation window
+        assert len(c.history()) == 4
         assert c.proc.poll() is None
         assert c.ctl("ping")["ok"]
     finally:
@@ -80,8 +86,9 @@ def test_crash_loop():
 
 # A worker that writes a long line, then more than the tail holds, and
 # reports on the fd-4 stream in a message split across two writes.
-_TALKER = r"""
-import os, signal, sys, time
+_TALKER = "import sys; sys.path.insert(0, %r)" % ct.LIB + r"""
+import fcntl, os, signal, struct, termios
+from corraltest import wait_for
 def bye(*_):
     sys.stderr.write("last-words")  # no newline: forwarded when corrald drains
     sys.stderr.flush()
@@ -92,8 +99,10 @@ for i in range(200):
     sys.stderr.write("line %04d of the tail\n" % i)
 sys.stderr.flush()
 fd = int(os.environ["CORRAL_NOTIFY_FD"])
+def unread():  # bytes corrald has not read yet from this stream socket
+    return struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0" * 4))[0]
 os.write(fd, b"STATUS=split ok\nREA")
-time.sleep(0.3)
+wait_for(lambda: unread() == 0, 10, what="corrald reading the first half")
 os.write(fd, b"DY=1\n\n")
 while True:
     signal.pause()
@@ -132,12 +141,12 @@ def test_sighup_reload():
         before = set(c.live_pids())
         load = ct.Load(c, interval=0.005, max_seconds=30)
         load.start()
-        time.sleep(0.3)
+        load.wait_served(10)  # under load before the reload
         c.kill(signal.SIGHUP)
         ct.wait_for(lambda: len(set(c.live_pids()) & before) == 0 and len(c.live_pids()) == 2,
                     15, what="every pid replaced")
         ct.wait_for(lambda: "reload complete" in c.log(), 5, what="reload complete")
-        time.sleep(0.3)
+        load.wait_served(10)  # and after it
         load.stop()
         assert not load.failed, load.failed[:5]
         # Requests kept flowing through the whole reload (a few per second
@@ -157,18 +166,11 @@ def test_sigterm_drain():
     c = ct.Corrald(workers=2)
     try:
         pids = c.live_pids()
-        import threading
-        result = {}
-
-        def slow():
-            result["r"] = c.get("/slow?ms=700", timeout=5)
-        t = threading.Thread(target=slow)
-        t.start()
-        time.sleep(0.2)
+        r = c.start_request("/slow?ms=700", timeout=5)
+        r.wait_read()  # in flight
         code = c.stop(signal.SIGTERM)
-        t.join()
         assert code == 0, (code, c.log()[-2000:])
-        assert result["r"][0] == 200, result
+        assert r.result()[0] == 200, r.answer
         for p in pids:
             assert not ct.pid_alive(p), f"worker {p} survived"
         assert not os.path.exists(c.sock), "the control socket was removed"
@@ -205,11 +207,21 @@ def test_watchdog_lowered_live():
     hour later (a heartbeat otherwise only moves the due time on)."""
     c = ct.Corrald("--watchdog", "3600", "--hang-timeout", "0", workers=1,
                    command=[ct.WORKER, "--report-interval", "250"])
+
+    def heartbeat_since(t):
+        """A heartbeat (report) has come since monotonic time t."""
+        def beat():
+            ago = c.workers()[0]["last_report_ago_ms"]
+            return ago is not None and ago < (time.monotonic() - t) * 1000
+        return beat
     try:
-        time.sleep(0.6)  # heartbeats under the 1 h watchdog
+        # Heartbeats under the 1 h watchdog (the first of them, at least).
+        ct.wait_for(lambda: c.workers()[0]["last_report_ago_ms"] is not None, 5,
+                    what="a heartbeat")
         r = c.ctl("set", key="watchdog", value="1")
         assert r["ok"], r
-        time.sleep(0.6)  # a heartbeat under the new one
+        t = time.monotonic()
+        ct.wait_for(heartbeat_since(t), 5, what="a heartbeat under the new watchdog")
         import threading
         threading.Thread(target=lambda: c.get("/heavy?ms=4000", timeout=10), daemon=True).start()
         ct.wait_for(lambda: c.workers()[0]["state"] == "blocked", 3.5, what="state blocked")
@@ -303,14 +315,29 @@ def test_config_file():
 def test_pss():
     """--pss samples proportional set size: with two workers sharing their
     program's pages, each one's PSS is below its RSS."""
+    def proc_kib(pid, path, key):
+        with open(f"/proc/{pid}/{path}") as f:
+            return int(next(l for l in f if l.startswith(key)).split()[1]) * 1024
+
+    def sampled(measure):
+        """Every worker's figure is corrald's sample of measure(pid): nearer
+        to it than to the other measure."""
+        ws = c.workers()
+        for w in ws:
+            v, rss = w["rss_bytes"] or 0, proc_kib(w["pid"], "status", "VmRSS:")
+            pss = proc_kib(w["pid"], "smaps_rollup", "Pss:")
+            want, other = (rss, pss) if measure == "rss" else (pss, rss)
+            if not v or abs(v - want) >= abs(v - other):
+                return None
+        return ws
     c = ct.Corrald(workers=2)
     try:
-        time.sleep(0.6)
-        rss = {w["pid"]: w["rss_bytes"] for w in c.workers()}
+        rss = {w["pid"]: w["rss_bytes"] for w in ct.wait_for(lambda: sampled("rss"), 5,
+                                                             what="an RSS sample of each")}
         assert all(v > 0 for v in rss.values()), rss
         assert c.ctl("set", key="pss", value=True)["ok"]
-        time.sleep(0.6)
-        pss = {w["pid"]: w["rss_bytes"] for w in c.workers()}
+        pss = {w["pid"]: w["rss_bytes"] for w in ct.wait_for(lambda: sampled("pss"), 5,
+                                                             what="a PSS sample of each")}
         for pid in rss:
             assert 0 < pss[pid] < rss[pid], (pss, rss)
     finally:
@@ -353,9 +380,29 @@ def test_replacement_failure_backs_off():
     c = ct.Corrald("--max-lifetime", "1", workers=1, command=["/bin/sh", "-c", script, ct.WORKER])
     try:
         first = c.live_pids()
-        time.sleep(4.5)
-        fails = c.log().count("replacement died before it was ready")
-        assert 1 <= fails <= 6, (fails, c.log()[-3000:])
+        ct.wait_for(lambda: c.log().count("replacement died before it was ready") >= 5, 15,
+                    what="5 failed replacements")
+        # Each next attempt waited at least the delay corrald announced (less
+        # 50 ms for the loop's lag between its clock and the log line), and
+        # the delays grow (a restart's backoff) past the 250 ms sample tick
+        # that would pace a storm, as corrald's log times them.
+        events = []  # (ms of the day, "recycle" or the announced wait)
+        for line in c.log().splitlines():
+            hms, _, rest = line.partition(" ")
+            h, m, sec = hms.split(":") if hms.count(":") == 2 else (0, 0, "x")
+            if "[recycle] worker 1" in rest or "[replacement-failed]" in rest:
+                t = (int(h) * 3600 + int(m) * 60) * 1000 + round(float(sec) * 1000)
+                wait = re.search(r"no new recycle for (\d+) ms", rest)
+                events.append((t, int(wait.group(1)) if wait else "recycle"))
+        waits = []
+        for (t0, w), (t1, nxt) in zip(events, events[1:]):
+            if w != "recycle":
+                assert nxt == "recycle", events
+                waits.append(w)
+                gap = (t1 - t0) % 86400000
+                assert gap >= w - 50, f"recycled {gap} ms after a failure announcing {w} ms: {events}"
+        assert len(waits) >= 4 and waits == sorted(waits) and waits[-1] >= 4 * waits[0] \
+            and waits[-1] > 250, (waits, events)
         assert c.live_pids() == first, "the old worker kept serving"
         assert c.get("/light")[0] == 200
     finally:
@@ -395,16 +442,17 @@ def test_sd_notify():
     got = []
 
     def until(pred, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def heard():
             try:
                 got.append(s.recv(4096).decode())
             except socket.timeout:
                 pass
             hit = [m for m in got if pred(m)]
-            if hit:
-                return hit[-1]
-        raise AssertionError(f"no {what} from corrald; got {got}")
+            return hit and hit[-1]
+        try:
+            return ct.wait_for(heard, timeout, interval=0, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; got {got}") from None
 
     c = ct.Corrald(workers=2, env={"NOTIFY_SOCKET": path})
     try:

@@ -10,7 +10,6 @@ followed by the next corrald — with and without cgroups, and that corrald
 import os
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "classify"))
 import clhelp as h  # noqa: E402
@@ -118,9 +117,13 @@ def test_sigkill_then_next_start_purges():
         with h.corrald("--instance", "esc-purge", workers=2, cgroups=cg.rel,
                        command=["/bin/sh", "-c", CHILD], name="esc-purge1") as c:
             kids = wait_sleeps(c, 2)
+            workers = c.live_pids()
             c.kill(signal.SIGKILL)
             c.proc.wait(5)
-        time.sleep(0.2)
+        # PDEATHSIG has ended their parents, the workers: what would have
+        # taken the children along is over.
+        ct.wait_for(lambda: not any(ct.pid_alive(w) for w in workers), 5,
+                    what="the workers ended by PDEATHSIG")
         left = [k for k in kids if ct.pid_alive(k)]
         assert left == kids, f"expected the orphans to survive corrald's SIGKILL: {left} {kids}"
         with h.corrald("--instance", "esc-purge", workers=1, cgroups=cg.rel,

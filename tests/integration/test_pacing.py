@@ -8,12 +8,11 @@ and a stop cancels what is still queued. Each corrald owns
 <parent>/workers/<instance>, locked while it lives.
 """
 import os
+import re
 import signal
-import socket
 import sys
 import threading
 import time
-import json
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "classify"))
 import clhelp as h  # noqa: E402
@@ -41,21 +40,12 @@ class Pinger(threading.Thread):
         while not self.halt.is_set() and time.monotonic() < end:
             t0 = time.monotonic()
             try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.settimeout(30)
-                    s.connect(self.sock)
-                    s.sendall(b'{"cmd":"ping"}\n')
-                    buf = b""
-                    while not buf.endswith(b"\n"):
-                        chunk = s.recv(4096)
-                        if not chunk:
-                            break
-                        buf += chunk
-                assert json.loads(buf)["ok"], buf
+                r = ct.request(self.sock, {"cmd": "ping"}, timeout=30)
+                assert r["ok"], r
                 self.lat.append(time.monotonic() - t0)
             except Exception as e:  # noqa: BLE001 - every failure counts
                 self.errors.append(repr(e))
-            self.halt.wait(0.01)
+            self.halt.wait(0.01)  # the pings' pace
 
     def stop(self):
         self.halt.set()
@@ -94,14 +84,12 @@ def scale_then_term(c, n, at):
     labelled wrongly."""
     p = Pinger(c.sock)
     p.start()
-    time.sleep(0.3)
+    ct.wait_for(lambda: len(p.lat) >= 5 or p.errors, 10, what="the pinger answered")
     t0 = time.monotonic()
     r = c.ctl("scale", workers=n, timeout=30)
     assert r["ok"], r
     print(f"scale {n} answered in {(time.monotonic() - t0) * 1000:.0f} ms")
-    deadline = time.monotonic() + 30
-    while count(c.log(), "[ready] ") < at and time.monotonic() < deadline:
-        time.sleep(0.02)
+    ct.wait_for(lambda: count(c.log(), "[ready] ") >= at, 30, what=f"{at} workers ready")
     p.stop()
     print("during the scale-up:", p.report())
     assert not p.errors, p.errors[:3]
@@ -224,10 +212,10 @@ def test_spawn_no_cgroupfs_walk():
         try:
             tr = subprocess.Popen([strace, "-qq", "-p", str(c.proc.pid), "-e",
                                    "trace=openat,pidfd_open", "-o", out])
-            ct.wait_for(lambda: os.path.exists(out), 10, what="strace attached")
-            time.sleep(0.3)
+            wait_traced(c.proc.pid, tr)
+            before = set(c.live_pids())
             assert c.ctl("scale", workers=22)["ok"]
-            c.wait_ready(22, 60)
+            started = set(c.wait_ready(22, 60)) - before
         finally:
             if tr:
                 tr.send_signal(signal.SIGINT)
@@ -237,9 +225,12 @@ def test_spawn_no_cgroupfs_walk():
             opens = [l for l in lines if "openat(" in l]
             c.close()
         walks = [l.strip() for l in opens if "/sys/fs/cgroup" in l]
-        # Every spawn opens a pidfd for its child: the trace saw them.
-        pidfds = sum("pidfd_open(" in l for l in lines)
-        assert pidfds >= 20, f"the trace missed the spawns: {len(lines)} calls"
+        # Every spawn opens a pidfd for its child: the trace saw every one
+        # of the 20, so it would have seen their walks.
+        pidfd_of = {int(m.group(1)) for m in
+                    (re.search(r"pidfd_open\((\d+),", l) for l in lines) if m}
+        assert len(started) == 20 and started <= pidfd_of, \
+            f"the trace missed spawns: {sorted(started - pidfd_of)} of {len(started)}"
         assert not walks, walks[:5]
         # /proc/vmstat (the system's OOM counter, read at every spawn and
         # death) stays open: at most its first open falls in the trace.
@@ -247,9 +238,23 @@ def test_spawn_no_cgroupfs_walk():
         assert len(vmstat) <= 1, vmstat[:3]
 
 
+def tracer_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(l for l in f if l.startswith("TracerPid:")).split()[1])
+
+
+def wait_traced(pid, tracer):
+    """Until strace (the Popen tracer) has attached to pid's main thread."""
+    ct.wait_for(lambda: tracer.poll() is not None or tracer_of(pid) == tracer.pid, 10,
+                what=f"strace attached to {pid}")
+    assert tracer.poll() is None, f"strace exited {tracer.returncode}"
+
+
 def trace_spawns(c, count, calls="clone,clone3,fork,vfork"):
     """The process-creating calls of corrald's loop thread (strace without
-    -f) while it scales to count; lines of the trace."""
+    -f) while it scales to count; lines of the trace. Every worker started
+    meanwhile is checked to be the child of a traced call: a trace that
+    missed one would prove nothing about the others."""
     import shutil
     import subprocess
     strace = shutil.which("strace")
@@ -258,15 +263,19 @@ def trace_spawns(c, count, calls="clone,clone3,fork,vfork"):
     tr = subprocess.Popen([strace, "-qq", "-p", str(c.proc.pid), "-e", "trace=" + calls,
                            "-o", out])
     try:
-        ct.wait_for(lambda: os.path.exists(out), 10, what="strace attached")
-        time.sleep(0.3)
+        wait_traced(c.proc.pid, tr)
+        before = set(c.live_pids())
         assert c.ctl("scale", workers=count)["ok"]
-        c.wait_ready(count, 60)
+        started = set(c.wait_ready(count, 60)) - before
     finally:
         tr.send_signal(signal.SIGINT)
         tr.wait(10)
     with open(out) as f:
-        return [l.strip() for l in f if "(" in l]
+        lines = [l.strip() for l in f if "(" in l]
+    children = {int(m.group(1)) for m in (re.search(r"\) = (\d+)$", l) for l in lines) if m}
+    assert len(started) == count - len(before) and started <= children, \
+        f"the trace missed spawns: {sorted(started - children)} of {sorted(started)}\n{lines[:5]}"
+    return lines
 
 
 def copies_memory(line):

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,7 +58,7 @@ def test_kill_storm():
                     os.kill(victim["pid"], signal.SIGKILL)
                     kills += 1
                 next_kill = now + 0.5
-            time.sleep(0.05)
+            time.sleep(0.05)  # the storm's clock: a look every 50 ms
         print(f"kill -9 storm: {kills} kills in 20 s, lowest serving {lowest}/4, "
               f"{len(c.history())} deaths recorded, failed slots seen {len(failed_seen)}")
         assert not failed_seen, failed_seen[:2]
@@ -119,11 +119,19 @@ def test_exec_and_delay_modes():
         c.close()
     c = ct.Corrald("--ready", "delay:2500ms", workers=1, command=plain(), wait_ready=False)
     try:
-        time.sleep(1.2)
-        assert c.workers()[0]["state"] == "starting", c.workers()
-        w = ct.wait_for(lambda: c.workers()[0]["state"] == "ready" and c.workers()[0], 5,
-                        interval=0.05, what="ready after the delay")
+        # Every state seen on the way to ready, with the uptime corrald
+        # gave with it: still starting past 1.2 s (exec's or auto's grace
+        # would have made it ready), ready only past the delay.
+        seen = []
+
+        def ready():
+            w = c.workers()[0]
+            seen.append((w["state"], w["uptime_ms"]))
+            return w["state"] == "ready" and w
+        w = ct.wait_for(ready, 5, interval=0.05, what="ready after the delay")
         assert w["unannounced"] is True and w["uptime_ms"] >= 2500, w
+        assert {st for st, _ in seen[:-1]} <= {"pending", "starting"}, seen
+        assert max(up for st, up in seen if st == "starting") >= 1200, seen
     finally:
         c.close()
 
@@ -160,7 +168,7 @@ def test_soft_limit_while_starting():
                     c.get("/buffer?mb=8")
                 except OSError:
                     pass
-                time.sleep(0.15)
+                time.sleep(0.15)  # the growth's pace
             d = c.wait_death("recycled", timeout=15)[0]
             assert d["pid"] == victim and "soft limit" in d["reason"], d
             assert d["oom_own"]["oom_kill"] == 0, d
@@ -205,7 +213,10 @@ def test_plain_unknowns():
         for fam in ("heap_used_bytes", "heap_limit_bytes", "loop_delay_p99_seconds",
                     "event_loop_utilization_ratio", "requests"):
             assert f'corral_worker_{fam}{{worker="1"}}' not in m, fam
-        time.sleep(1.5)  # served for longer than --min-uptime
+        # Served for longer than --min-uptime (a death then restarts at once).
+        min_uptime = c.status()["supervisor"]["config"]["min-uptime"]
+        ct.wait_for(lambda: c.workers()[0]["uptime_ms"] > min_uptime, 5,
+                    what=f"{min_uptime} ms of uptime")
         victim = w["pid"]
         os.kill(victim, signal.SIGKILL)
         d = c.wait_death("signal")[0]

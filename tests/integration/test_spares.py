@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 FREEZER_V1 = "/sys/fs/cgroup/freezer"

@@ -1,6 +1,7 @@
 """Shared helpers for the Node.js worker tests: spawn examples/node/server.js
 the way corrald does (listening socket on fd 3, stream notify channel on fd 4)
-and read its protocol messages. Python 3 standard library only."""
+and read its protocol messages. Built on the shared harness
+(tests/lib/corraltest.py); Python 3 standard library only."""
 
 import http.client
 import os
@@ -11,7 +12,10 @@ import socket
 import sys
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
+
+SKIP = ct.SKIP
 MB = 1024 * 1024
 
 
@@ -77,6 +81,7 @@ class Worker:
         # server listener really refuses connections.
         self.lsock.close()
         self.status = None
+        self.eof = False
 
     def read_message(self, timeout):
         """Returns the next KEY=VALUE message as a dict, or None on timeout/EOF."""
@@ -90,6 +95,7 @@ class Worker:
                 return None
             data = self.chan.recv(65536)
             if not data:
+                self.eof = True
                 return None
             self.buf += data
         raw, self.buf = self.buf.split(b"\n\n", 1)
@@ -103,34 +109,46 @@ class Worker:
             msg[key] = value
         return msg
 
-    def wait_for(self, key, timeout):
+    def wait_message(self, key, timeout):
         """Reads messages until one has `key`; returns (msg, messages seen before)."""
-        deadline = time.monotonic() + timeout
         seen = []
-        while True:
-            msg = self.read_message(max(0.0, deadline - time.monotonic()))
+
+        def got():
+            msg = self.read_message(0.05)
             if msg is None:
-                fail("no %s within %.1f s (saw %d messages)" % (key, timeout, len(seen)))
+                if self.eof:
+                    fail("the channel closed before a %s (saw %d messages)" % (key, len(seen)))
+                return None
             if key in msg:
-                return msg, seen
+                return msg
             seen.append(msg)
+            return None
+        try:
+            msg = ct.wait_for(got, timeout, interval=0, what=key)
+        except AssertionError:
+            fail("no %s within %.1f s (saw %d messages)" % (key, timeout, len(seen)))
+        return msg, seen
 
     def wait_ready(self, timeout=10):
         if self.chan is None:
             wait_port(self.port, timeout)
             return None
-        msg, _ = self.wait_for("READY", timeout)
+        msg, _ = self.wait_message("READY", timeout)
         return msg
 
     def wait_exit(self, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid == self.pid:
-                self.status = status
-                return status
-            time.sleep(0.02)
-        return None
+        """The wait status once the process has exited within timeout, else None."""
+        def reaped():
+            if self.status is None:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == self.pid:
+                    self.status = status
+            return self.status is not None
+        try:
+            ct.wait_for(reaped, timeout, what="pid %d to exit" % self.pid)
+        except AssertionError:
+            return None
+        return self.status
 
     def stderr(self):
         with open(self.stderr_path, errors="replace") as f:
@@ -150,14 +168,22 @@ def fcntl_dup_high(fd):
 
 
 def wait_port(port, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def accepting():
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            return True
         except OSError:
-            time.sleep(0.05)
-    fail("port %d not accepting within %.1f s" % (port, timeout))
+            return False
+    try:
+        ct.wait_for(accepting, timeout, interval=0.05, what="port %d accepting" % port)
+    except AssertionError:
+        fail("port %d not accepting within %.1f s" % (port, timeout))
+
+
+def start(port, path):
+    """A GET on a connection of its own (a corraltest.Request): its
+    wait_read() returns once the server has read it, result() is the answer."""
+    return ct.Request("127.0.0.1", port, path, timeout=30)
 
 
 def get(port, path, timeout=30, method="GET", body=None, headers=None):

@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,34 +54,14 @@ def pid_of(c, path="/"):
     return json.loads(body)["pid"]
 
 
-class Load(threading.Thread):
-    """Bounded background client for the plain apps (which name their pid
-    in the body, not in a corral header): GET / every interval, counting
-    failures and the pids that answered."""
+def body_pid(status, headers, body):
+    return json.loads(body)["pid"]
 
-    def __init__(self, c, interval=0.01, max_seconds=60):
-        super().__init__(daemon=True)
-        self.c, self.interval, self.max_seconds = c, interval, max_seconds
-        self.ok, self.failed, self.pids = 0, [], set()
-        self._halt = threading.Event()
 
-    def run(self):
-        end = time.monotonic() + self.max_seconds
-        while not self._halt.is_set() and time.monotonic() < end:
-            try:
-                st, _, body = self.c.get("/", timeout=5)
-                if st == 200:
-                    self.ok += 1
-                    self.pids.add(json.loads(body)["pid"])
-                else:
-                    self.failed.append(f"HTTP {st}")
-            except Exception as e:  # noqa: BLE001 - every failure counts
-                self.failed.append(repr(e))
-            self._halt.wait(self.interval)
-
-    def stop(self):
-        self._halt.set()
-        self.join(15)
+def plain_load(c, interval=0.01, max_seconds=60):
+    """A background client for the plain apps, which name their pid in the
+    body, not in a corral header: GET / every interval."""
+    return ct.Load(c, path="/", interval=interval, max_seconds=max_seconds, pid_of=body_pid)
 
 
 def reported(c):
@@ -222,10 +201,14 @@ def _long(kind):
     with h.corrald("--ready", "auto", "--start-timeout", str(START_TIMEOUT), workers=2,
                    command=plain_cmd(kind), name=f"long{kind}") as c:
         before = c.live_pids()
-        load = Load(c, interval=0.02, max_seconds=30)
+        load = plain_load(c, interval=0.02, max_seconds=30)
         load.start()
         try:
-            time.sleep(3 * START_TIMEOUT + 1.5)
+            # Until both have served for three start timeouts and more, as
+            # corrald measures their uptime (or one died: asserted below).
+            ct.wait_for(lambda: c.history() or all(
+                w["uptime_ms"] >= (3 * START_TIMEOUT + 1.5) * 1000 for w in c.workers()),
+                3 * START_TIMEOUT + 10, interval=0.1, what="three start timeouts of uptime")
         finally:
             load.stop()
         assert not c.history(), c.history()
@@ -240,10 +223,10 @@ def _reload(kind, how):
     with h.corrald("--ready", "auto", workers=2, command=plain_cmd(kind),
                    name=f"rl{kind}") as c:
         before = set(c.live_pids())
-        load = Load(c, interval=0.005, max_seconds=40)
+        load = plain_load(c, interval=0.005, max_seconds=40)
         load.start()
         try:
-            time.sleep(0.3)
+            load.wait_served(10)  # under load before the reload
             if how == "sighup":
                 c.kill(signal.SIGHUP)
             else:
@@ -254,7 +237,7 @@ def _reload(kind, how):
             ct.wait_for(lambda: "reload complete" in c.log(), 10, what="reload complete")
             ct.wait_for(lambda: c.status()["supervisor"]["state"] == "running", 5,
                         what="state running")
-            time.sleep(0.3)
+            load.wait_served(10, by=set(c.live_pids()))  # and after it, by the new workers
         finally:
             load.stop()
         assert not load.failed, load.failed[:5]
@@ -275,18 +258,18 @@ def _soft(kind):
                       workers=1, cgroups=cg.rel, command=plain_cmd(kind),
                       name=f"soft{kind}") as c:
         victim = c.live_pids()[0]
-        load = Load(c, interval=0.01, max_seconds=40)
+        load = plain_load(c, interval=0.01, max_seconds=40)
         load.start()
         try:
             for _ in range(30):
                 if c.history() or any(w.get("replaces_pid") for w in c.workers()):
                     break
                 h.grow(c, "/buffer?mb=8", 1)
-                time.sleep(0.2)
+                time.sleep(0.2)  # the growth's pace
             d = c.wait_death("recycled", timeout=25)[0]
             ct.wait_for(lambda: len(c.live_pids()) == 1 and victim not in c.live_pids(), 15,
                         what="the replacement")
-            time.sleep(0.3)
+            load.wait_served(10, by=set(c.live_pids()))  # the load goes on, to it
         finally:
             load.stop()
         assert d["pid"] == victim and "soft limit" in d["reason"], d

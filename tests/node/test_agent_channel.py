@@ -11,7 +11,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import Worker, check, fail, get, node_or_skip  # noqa: E402
+from harness import Worker, check, ct, get, node_or_skip  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 AGENT = os.path.join(ROOT, "agent", "corral-node-agent.js")
@@ -30,13 +30,13 @@ def serves(w, what):
     check(st == 200 and b"pid" in body, "the app serves " + what)
 
 
-def case_reports(node):
+def test_reports(node):
     w = Worker(node, PLAIN, node_args=PRELOAD)
     try:
         ready = w.wait_ready()
         check(ready.get("READY") == "1" and "corral-node-agent" in ready.get("STATUS", ""),
               "READY=1 once the plain app listens on fd 3: %r" % ready)
-        rep, _ = w.wait_for("WATCHDOG", 3)
+        rep, _ = w.wait_message("WATCHDOG", 3)
         missing = [k for k in REPORT_KEYS if k not in rep]
         check(not missing, "the report has every key (missing %s)" % missing)
         check(int(rep["X_HEAP_USED"]) > 0 and int(rep["X_HEAP_LIMIT"]) > int(rep["X_HEAP_USED"]),
@@ -48,7 +48,7 @@ def case_reports(node):
         # stall and the count can arrive in two consecutive reports.
         stall_max = 0
         for _ in range(20):
-            rep, _ = w.wait_for("WATCHDOG", 3)
+            rep, _ = w.wait_message("WATCHDOG", 3)
             stall_max = max(stall_max, int(rep["X_LOOP_DELAY_MAX_US"]))
             if int(rep["X_REQUESTS"]) >= 1 and stall_max >= 200000:
                 break
@@ -58,14 +58,14 @@ def case_reports(node):
               "the stall in the loop delay max: %s us" % stall_max)
         check(float(rep["X_ELU"]) > 0, "ELU above 0 over the stall: %s" % rep["X_ELU"])
         check(get(w.port, "/buffer?mb=16", timeout=10)[0] == 200, "16 MB of Buffers kept")
-        rep, _ = w.wait_for("WATCHDOG", 3)
-        rep, _ = w.wait_for("WATCHDOG", 3)
+        rep, _ = w.wait_message("WATCHDOG", 3)
+        rep, _ = w.wait_message("WATCHDOG", 3)
         check(int(rep["X_EXTERNAL"]) >= 16 << 20, "Buffers in X_EXTERNAL: %s" % rep["X_EXTERNAL"])
     finally:
         w.kill()
 
 
-def case_not_socket(node):
+def test_not_socket(node):
     # fd 2 (a file) named as the channel: reporting off, serving on.
     w = Worker(node, PLAIN, node_args=PRELOAD, notify=False, env={"CORRAL_NOTIFY_FD": "2"})
     try:
@@ -76,7 +76,7 @@ def case_not_socket(node):
         w.kill()
 
 
-def case_ebadf(node):
+def test_ebadf(node):
     # A high fd: node opens low ones (epoll, eventfd) for itself at start.
     w = Worker(node, PLAIN, node_args=PRELOAD, notify=False, env={"CORRAL_NOTIFY_FD": "900"})
     try:
@@ -87,17 +87,22 @@ def case_ebadf(node):
         w.kill()
 
 
-def case_epipe(node):
+def test_epipe(node):
     # corrald's end is gone before the app is ready: the READY write fails.
     w = Worker(node, PLAIN, node_args=PRELOAD)
     w.chan.close()
     w.chan = None
     try:
-        deadline = time.monotonic() + 10
-        while "reporting off" not in w.stderr() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        try:
+            ct.wait_for(lambda: "reporting off" in w.stderr(), 10, interval=0.05,
+                        what="'reporting off' on stderr")
+        except AssertionError:
+            pass  # reported by the check below, with what it says
         check("EPIPE; reporting off" in w.stderr(), "EPIPE turned reporting off")
-        time.sleep(0.5)  # several report intervals
+        # Observation window: 5 report intervals (100 ms), each a write the
+        # agent must no longer try, or a second "reporting off" on the
+        # stderr just seen to carry the first.
+        time.sleep(0.5)
         serves(w, "after EPIPE")
         check(w.wait_exit(0.1) is None, "the app is still running")
         check(w.stderr().count("reporting off") == 1, "said so once")
@@ -105,7 +110,7 @@ def case_epipe(node):
         w.kill()
 
 
-def case_self_reporting(node):
+def test_self_reporting(node):
     # server.js reads CORRAL_NOTIFY_FD: the agent must fall silent.
     w = Worker(node, SERVER, node_args=PRELOAD)
     try:
@@ -113,7 +118,7 @@ def case_self_reporting(node):
         check(ready == {"READY": "1"}, "READY=1 from server.js only: %r" % ready)
         seen = []
         for _ in range(5):
-            msg, before = w.wait_for("WATCHDOG", 3)
+            msg, before = w.wait_message("WATCHDOG", 3)
             seen += before + [msg]
         agent = [m for m in seen if "corral-node-agent" in m.get("STATUS", "") or "READY" in m]
         check(not agent, "no second READY or agent message: %r" % agent[:2])
@@ -125,14 +130,14 @@ def case_self_reporting(node):
         w.kill()
 
 
-def case_exits(node):
+def test_exits(node):
     # The agent keeps nothing alive: the app exits when its server closes.
     code = ("require('http').createServer((q, r) => r.end('x'))"
             ".listen({fd: 3}, function () { setTimeout(() => this.close(), 300); });")
     w = Worker(node, code, node_args=PRELOAD + ["-e"])
     try:
         w.wait_ready()
-        msg, _ = w.wait_for("STOPPING", 5)
+        msg, _ = w.wait_message("STOPPING", 5)
         check(msg.get("STOPPING") == "1", "STOPPING=1 when the server closed")
         status = w.wait_exit(10)
         check(status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
@@ -141,24 +146,5 @@ def case_exits(node):
         w.kill()
 
 
-CASES = {
-    "reports": case_reports,
-    "not_socket": case_not_socket,
-    "ebadf": case_ebadf,
-    "epipe": case_epipe,
-    "self_reporting": case_self_reporting,
-    "exits": case_exits,
-}
-
-
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: test_agent_channel.py {%s}" % "|".join(CASES))
-        return 2
-    CASES[sys.argv[1]](node_or_skip())
-    print("PASS")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    ct.main(sys.modules[__name__], call=lambda fn: fn(node_or_skip()))

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, fail, get, node_or_skip  # noqa: E402
+from harness import check, ct, fail, get, node_or_skip  # noqa: E402
 
 
 class Peer:
@@ -86,7 +86,7 @@ def alive(pid):
         return False
 
 
-def case_balance(peer):
+def test_balance(peer):
     kids = peer.children()
     check(len(kids) == 2, "2 worker processes: %s" % sorted(kids))
     seen = peer.pids(200)
@@ -96,11 +96,11 @@ def case_balance(peer):
     check(min(counts.values()) >= 80, "round-robin spreads them evenly: %s" % counts)
     code, took = peer.stop()
     check(code == 0, "primary exits 0 on SIGTERM (%.2f s)" % took)
-    time.sleep(0.1)
+    # The primary exits once its workers' exits are in (it reaped them).
     check(not any(alive(p) for p in kids), "no worker outlives the primary")
 
 
-def case_restart(peer):
+def test_restart(peer):
     kids = sorted(peer.children())
     victim = kids[0]
     t0 = time.monotonic()
@@ -118,7 +118,7 @@ def case_restart(peer):
     check(code == 0, "primary exits 0 on SIGTERM")
 
 
-def case_none(peer):
+def test_none(peer):
     # NODE_CLUSTER_SCHED_POLICY=none: every worker accepts on the shared
     # socket; the kernel picks, so only "both alive, all served" is certain.
     kids = peer.children()
@@ -129,35 +129,26 @@ def case_none(peer):
     check(code == 0, "primary exits 0 on SIGTERM")
 
 
-def case_single(peer):
+def test_single(peer):
     check(peer.children() == set(), "--workers 1 forks nothing")
     check(set(peer.pids(5)) == {peer.proc.pid}, "the process itself serves")
     code, _ = peer.stop()
     check(code == 0, "exits 0 on SIGTERM")
 
 
-CASES = {
-    "balance": (case_balance, 2),
-    "restart": (case_restart, 2),
-    "none": (case_none, 2),
-    "single": (case_single, 1),
-}
+# Worker processes of each case's peer (default 2).
+WORKERS = {"single": 1}
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: test_cluster.py {%s}" % "|".join(CASES))
-        return 2
+def run(fn):
     node = node_or_skip()
-    fn, workers = CASES[sys.argv[1]]
     policy = "none" if sys.argv[1] == "none" else "rr"
-    peer = Peer(node, os.environ["CORRAL_NODE_CLUSTER"], workers, policy)
+    peer = Peer(node, os.environ["CORRAL_NODE_CLUSTER"], WORKERS.get(sys.argv[1], 2), policy)
     try:
         fn(peer)
     finally:
         peer.kill()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    ct.main(sys.modules[__name__], call=run)

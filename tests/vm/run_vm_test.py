@@ -6,7 +6,8 @@
 2. Stage the build under test on a 9p share: `meson install --destdir`, plus
    the build's cgroup unit-test executables and a manifest of how meson runs
    them, the classification tests (tests/integration, run against the
-   installed corrald and worker, so they run on cgroup v2 too), the corral
+   installed corrald and worker, so they run on cgroup v2 too, with the
+   shared harness they import, tests/lib), the corral
    container image (`docker save`, for guest/engine.sh), plus the guest
    scripts (guest/).
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
@@ -193,6 +194,10 @@ def stage_classify_tests(tests, build_root, source_root, share):
     src = os.path.join(source_root, 'tests', 'integration')
     dst = os.path.join(share, 'integration')
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns('__pycache__', 'meson.build'))
+    # The shared harness they import (tests/lib/corraltest.py), beside
+    # integration/ as in the source tree: SHARE/lib.
+    shutil.copytree(os.path.join(source_root, 'tests', 'lib'), os.path.join(share, 'lib'),
+                    ignore=shutil.ignore_patterns('__pycache__'))
     os.makedirs(os.path.join(share, 'classify'), exist_ok=True)
     manifest = []
     for t in tests:

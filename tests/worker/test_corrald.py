@@ -19,7 +19,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 REQ = b"GET /light HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -115,14 +115,18 @@ def run_reloads(command, how="sighup"):
     c = ct.Corrald(workers=2, command=command)
     halt = threading.Event()
     clients = [KeepAliveClient(c.port, halt, 90) for _ in range(6)]
+    def all_served(since):
+        """Every client has had an answer since the counts `since`."""
+        ct.wait_for(lambda: all(t.ok > n for t, n in zip(clients, since)), 10,
+                    what="an answer to every client")
     try:
         for t in clients:
             t.start()
-        time.sleep(0.3)
+        all_served([0] * len(clients))
         for _ in range(reloads):
             reload_and_wait(c, 2, how)
-            time.sleep(0.1)
-        time.sleep(0.3)
+            # Under load again, from the new workers, before the next reload.
+            all_served([t.ok for t in clients])
         halt.set()
         for t in clients:
             t.join(10)
@@ -161,12 +165,28 @@ def test_watchdog_quiet_node():
 def watchdog_quiet(command):
     c = ct.Corrald("--watchdog", "1", workers=2, command=command)
     try:
-        time.sleep(5)
+        # The window below can see a flag: corrald watches these workers'
+        # heartbeats (they were told the period, and have reported).
+        assert c.status()["supervisor"]["config"]["watchdog"] == 1000
+        for pid in c.live_pids():
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                assert b"WATCHDOG_USEC=1000000" in f.read().split(b"\0"), pid
+        ct.wait_for(lambda: all(w["last_report_ago_ms"] is not None for w in c.workers()), 5,
+                    what="a heartbeat from each worker")
+        time.sleep(5)  # observation window: 5 watchdog periods without load
         log = c.log()
         blocked = [ln for ln in log.splitlines() if "blocked" in ln]
         assert not blocked, "flagged blocked with no load:\n" + "\n".join(blocked[:5])
         assert all(not w.get("blocked") for w in c.workers()), c.workers()
         assert len(c.live_pids()) == 2, c.workers()
+        # And a worker that does fall silent is flagged in this setup.
+        victim = c.live_pids()[0]
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            ct.wait_for(lambda: any(w["pid"] == victim and w["state"] == "blocked"
+                                    for w in c.workers()), 5, what="the stopped worker blocked")
+        finally:
+            os.kill(victim, signal.SIGCONT)
     finally:
         c.close()
 

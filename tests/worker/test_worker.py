@@ -1,4 +1,5 @@
-"""corral-worker behaviour tests. Usage: test_worker.py CASE (see CASES)."""
+"""corral-worker behaviour tests. Usage: test_worker.py CASE (a function
+test_CASE below)."""
 import json
 import os
 import re
@@ -11,7 +12,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wharness import RawConn, Worker, worker_path  # noqa: E402
+from wharness import Worker, ct, worker_path  # noqa: E402
 
 REQ = b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n"
 
@@ -21,22 +22,31 @@ def check(cond, msg):
         raise AssertionError(msg)
 
 
-def timed_get(w, path, out, key):
+def start_get(w, path, out, key, read=False):
+    """Sends GET path on a connection of its own; a thread reads the answer
+    into out[key] = (t0, t1, resp). read: returns only once the worker has
+    read the request (it is being served)."""
+    c = w.conn()
     t0 = time.monotonic()
-    r = w.get(path)
-    out[key] = (t0, time.monotonic(), r)
+    c.send(b"GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n" % path.encode())
+    if read:
+        c.wait_read()
+
+    def answer():
+        with c:
+            r = c.response()
+            out[key] = (t0, time.monotonic(), r)
+    t = threading.Thread(target=answer)
+    t.start()
+    return t
 
 
-def parallel(w, paths, stagger=0.0):
-    """GETs on separate connections at once; returns [(t0, t1, resp)]."""
+def parallel(w, paths, ordered=False):
+    """GETs on separate connections at once; returns [(t0, t1, resp)].
+    ordered: each is read by the worker before the next is sent, so that
+    they arrive in this order."""
     out = {}
-    ts = []
-    for i, p in enumerate(paths):
-        t = threading.Thread(target=timed_get, args=(w, p, out, i))
-        t.start()
-        ts.append(t)
-        if stagger:
-            time.sleep(stagger)
+    ts = [start_get(w, p, out, i, read=ordered) for i, p in enumerate(paths)]
     for t in ts:
         t.join(30)
     return [out[i] for i in range(len(paths))]
@@ -44,7 +54,7 @@ def parallel(w, paths, stagger=0.0):
 
 # ---- HTTP core ----
 
-def case_keepalive():
+def test_keepalive():
     with Worker() as w, w.conn() as c:
         pids = set()
         for i in range(3):
@@ -72,7 +82,7 @@ def case_keepalive():
             if i % 2:
                 long_path = b"/" + b"p" * (40 + 13 * i)
                 c.send(b"GET " + long_path[:30])
-                time.sleep(0.005)
+                c.wait_read()  # the rest comes in a read of its own
                 c.send(long_path[30:] + b" HTTP/1.1\r\nHost: t\r\n\r\n")
                 r = c.response()
                 check(r.status == 404 and r.headers.get("connection") == "keep-alive", r)
@@ -83,7 +93,7 @@ def case_keepalive():
                 check(len(r.body) > 1000 if i % 4 == 0 else r.body == "ok\n", r)
 
 
-def case_pipelining():
+def test_pipelining():
     with Worker() as w, w.conn() as c:
         # The first answer is the slowest: order must still hold.
         c.send(REQ % b"/slow?ms=150" + REQ % b"/light" + REQ % b"/counter")
@@ -111,14 +121,14 @@ def chunked(parts):
     return out + b"0\r\n\r\n"
 
 
-def case_chunked():
+def test_chunked():
     with Worker() as w, w.conn() as c:
         body = json.dumps({"a": [1, 2, 3], "b": {"c": None}, "d": "x" * 100}).encode()
         parts = [body[i:i + 7] for i in range(0, len(body), 7)]
         c.send(b"POST /json HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
         for p in [chunked(parts)[i:i + 50] for i in range(0, len(chunked(parts)), 50)]:
             c.send(p)
-            time.sleep(0.005)
+            c.wait_read()  # each piece in a read of its own
         r = c.response()
         check(r.status == 200, r)
         check(r.json()["elements"] == 7 and r.json()["top_level"] == 3, r)
@@ -132,7 +142,7 @@ def case_chunked():
         check(r.status == 405 and r.headers.get("allow") == "POST", r)
 
 
-def case_body413():
+def test_body413():
     with Worker(["--max-body", "1K"]) as w:
         with w.conn() as c:
             c.send(b"POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: 2000\r\n\r\n" + b"[" + b"1," * 999)
@@ -163,7 +173,7 @@ def case_body413():
             check(c.response().status == 200, "body under the cap")
 
 
-def case_header431():
+def test_header431():
     with Worker() as w:
         with w.conn() as c:
             c.send(b"GET /light HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
@@ -181,7 +191,7 @@ def case_header431():
             check(c.response().status == 200, "8 KiB header is under the cap")
 
 
-def case_garbage400():
+def test_garbage400():
     with Worker() as w:
         for junk in [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"GET /light HTTP/1.1\r\nContent-Length: 1x\r\n\r\n",
                      b"GET /light HTTP/1.1\r\nBad Header\r\n\r\n"]:
@@ -205,7 +215,7 @@ def case_garbage400():
             check(c.response().status == 405, "405")
 
 
-def case_slowloris():
+def test_slowloris():
     with Worker(["--header-timeout", "400", "--keepalive-timeout", "600"]) as w:
         with w.conn() as c:
             t0 = time.monotonic()
@@ -233,7 +243,7 @@ def case_slowloris():
             check(0.45 <= el <= 1.5, "idle close after %.2fs, expected ~0.6s" % el)
 
 
-def case_drain():
+def test_drain():
     w = Worker().start()
     try:
         idle = w.conn()
@@ -244,7 +254,7 @@ def case_drain():
         check(late.response().status == 200, "light")
         busy = w.conn()
         busy.send(REQ % b"/slow?ms=700")
-        time.sleep(0.2)
+        busy.wait_read()  # in flight
         t_sig = time.monotonic()
         w.signal(signal.SIGTERM)
         w.wait_notify(lambda m: m.get("STOPPING") == "1", 2, "STOPPING=1")
@@ -258,7 +268,7 @@ def case_drain():
         check(late.closed_within(1.0), "connection not closed after its Connection: close answer")
         # A silent one is closed after the grace (1 s), well before the bound.
         check(idle.closed_within(2.0), "idle keep-alive connection not closed after the drain grace")
-        time.sleep(0.05)
+        # The listener was closed with the drain's start, before STOPPING=1.
         try:
             socket.create_connection(("127.0.0.1", w.port), timeout=1).close()
             refused = False
@@ -278,7 +288,7 @@ def case_drain():
     try:
         busy = w.conn()
         busy.send(REQ % b"/slow?ms=5000")
-        time.sleep(0.1)
+        busy.wait_read()  # in flight
         t0 = time.monotonic()
         w.signal(signal.SIGTERM)
         rc = w.wait(5)
@@ -291,12 +301,12 @@ def case_drain():
 
 # ---- the loop: blocking, waiting, late timers, max against p99, the pool ----
 
-def case_heavy():
+def test_heavy():
     with Worker() as w:
         w.get("/light")  # warm up
         with w.conn() as hc:
             hc.send(REQ % b"/heavy?ms=300")  # sent first, on its own connection
-            time.sleep(0.01)
+            hc.wait_read()  # read, so the loop is in its handler
             t0 = time.monotonic()
             light = w.get("/light")
             lat = time.monotonic() - t0
@@ -309,19 +319,17 @@ def case_heavy():
         print("light latency %.0f ms; report max delay %s us" % (lat * 1e3, m["X_LOOP_DELAY_MAX_US"]))
 
 
-def case_slow():
+def test_slow():
     with Worker() as w:
         w.get("/light")  # warm up
         out = {}
-        th = threading.Thread(target=timed_get, args=(w, "/slow?ms=300", out, "slow"))
-        th.start()
-        time.sleep(0.03)
+        th = start_get(w, "/slow?ms=300", out, "slow", read=True)  # in flight
         lats = []
         for _ in range(5):
             t0 = time.monotonic()
             check(w.get("/light").status == 200, "light")
             lats.append(time.monotonic() - t0)
-            time.sleep(0.02)
+            time.sleep(0.02)  # the client's pace
         th.join(5)
         t0, t1, r = out["slow"]
         check(r.status == 200 and t1 - t0 >= 0.29, "slow took %.0f ms" % ((t1 - t0) * 1e3))
@@ -337,7 +345,7 @@ def calibrate_iter(w, target_ms):
     return max(1000, min(5000000, int(target_ms * 1000 / max(per, 1e-3))))
 
 
-def case_hashwaves():
+def test_hashwaves():
     with Worker(env={"UV_THREADPOOL_SIZE": "4"}) as w:
         it = calibrate_iter(w, 120)
         res = parallel(w, ["/hash?iter=%d" % it] * 8)
@@ -360,7 +368,7 @@ def case_hashwaves():
 
 # ---- memory: heap against off-heap, the two ceilings ----
 
-def case_alloc_abort():
+def test_alloc_abort():
     with Worker(["--heap-limit", "48M"]) as w:
         r = w.get("/alloc?mb=16&retain=1")
         check(r.status == 200 and r.json()["memory"]["heap_used"] == 16 << 20, r)
@@ -380,7 +388,7 @@ def case_alloc_abort():
         check(re.search(r"FATAL: heap limit reached \(\d+/%d\)" % limit, w.stderr()), w.stderr())
 
 
-def case_offheap():
+def test_offheap():
     with Worker(["--heap-limit", "32M"]) as w:
         before = w.get("/memory").json()
         r = w.get("/buffer?mb=64&retain=1").json()["memory"]
@@ -396,12 +404,13 @@ def case_offheap():
 
 # ---- /exec (bounded child work), /file (reads on the pool) ----
 
-def case_exec503():
+def test_exec503():
     with Worker(["--exec-concurrency", "1", "--exec-queue", "1"]) as w:
-        res = parallel(w, ["/exec?ms=300"] * 3, stagger=0.05)
-        codes = sorted(r[2].status for r in res)
+        # In this order: the first runs, the second waits, the third is refused.
+        res = parallel(w, ["/exec?ms=300"] * 3, ordered=True)
+        codes = [r[2].status for r in res]
         check(codes == [200, 200, 503], "codes %r" % codes)
-        rej = [r for r in res if r[2].status == 503][0]
+        rej = res[2]
         check(rej[1] - rej[0] < 0.2, "503 must be immediate, took %.0f ms" % ((rej[1] - rej[0]) * 1e3))
         check(rej[2].headers.get("retry-after") == "1", rej[2].headers)
         ok = sorted((r[2].json()["start_us"], r[2].json()["end_us"]) for r in res if r[2].status == 200)
@@ -409,7 +418,7 @@ def case_exec503():
         check(w.get("/health").status == 200, "health")
 
 
-def case_file():
+def test_file():
     with Worker(["--file-size", "4M"]) as w:
         # The data is made on first use (not at start-up): no temp file yet;
         # requests arriving while it is written all wait for it.
@@ -471,12 +480,14 @@ def check_prometheus(text):
     return samples
 
 
-def case_metrics():
+def test_metrics():
     with Worker() as w:
         w.get("/counter")
         w.get("/hash?iter=1000")
         w.get("/nothing")
-        time.sleep(1.1)
+        # The metrics show the last report window: one that holds the requests.
+        t = time.monotonic()
+        w.wait_notify(lambda m: m.get("WATCHDOG") == "1", 3, "a report", after=t)
         r = w.get("/metrics")
         check(r.status == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4"), r.headers)
         s = check_prometheus(r.body)
@@ -501,7 +512,7 @@ REPORT_KEYS = ["X_HEAP_USED", "X_HEAP_TOTAL", "X_HEAP_LIMIT", "X_EXTERNAL", "X_R
                "X_LOOP_DELAY_P99_US", "X_LOOP_DELAY_MAX_US", "X_ELU", "X_INFLIGHT", "X_REQUESTS", "X_POOL_QUEUE"]
 
 
-def case_report():
+def test_report():
     with Worker(["--report-interval", "200"], env={"CORRAL_MEMORY_MAX": "100M", "CORRAL_WORKER_ID": "7",
                                                     "CORRAL_GENERATION": "3"}) as w:
         check("READY" in w.msgs[0][1], "READY=1 comes first: %r" % w.msgs[0][1])
@@ -519,16 +530,26 @@ def case_report():
         check(set(m) <= set(REPORT_KEYS) | {"WATCHDOG"}, "unexpected keys %r" % m)
         r = w.get("/light")
         check(r.headers["x-worker-id"] == "7", r.headers)
-        # Reports come from the loop: a blocked loop falls silent.
-        out = {}
-        th = threading.Thread(target=timed_get, args=(w, "/heavy?ms=800", out, 0))
-        th.start()
-        time.sleep(0.15)
+        # Reports come from the loop: a blocked loop falls silent. Unblocked,
+        # two come less than the 0.5 s window below apart (the window can
+        # see one).
         t = time.monotonic()
-        time.sleep(0.5)
+        m1 = w.wait_notify(lambda m: m.get("WATCHDOG") == "1", 2, "a report", after=t)
+        with w.cond:
+            t1 = [x[0] for x in w.msgs if x[1] is m1][0]
+        w.wait_notify(lambda m: m.get("WATCHDOG") == "1", 2, "the next report", after=t1 + 1e-6)
+        with w.cond:
+            ts = [x[0] for x in w.msgs if x[0] >= t and x[1].get("WATCHDOG") == "1"]
+        check(ts[1] - ts[0] < 0.5,
+              "reports %.0f ms apart at a 200 ms interval" % ((ts[1] - ts[0]) * 1e3))
+        out = {}
+        th = start_get(w, "/heavy?ms=800", out, 0, read=True)  # the loop is in its handler
+        t = time.monotonic()
+        time.sleep(0.5)  # observation window: no report while the loop is blocked
         with w.cond:
             during = [x for x in w.msgs if t <= x[0] <= t + 0.5 and "WATCHDOG" in x[1]]
         th.join(5)
+        check(out[0][1] - t >= 0.5, "the /heavy answer came before the window ended")
         check(not during, "reports kept coming while the loop was blocked")
     with Worker(env={"CORRAL_HEAP_LIMIT": "64M", "CORRAL_MEMORY_MAX": "100M"}) as w:
         m = w.wait_notify(lambda m: "X_HEAP_LIMIT" in m, 3, "report")
@@ -539,14 +560,15 @@ def case_report():
 
 
 def report_gaps(w, seconds):
+    """The gaps between the reports of the next `seconds`, and their count."""
     t = time.monotonic()
-    time.sleep(seconds)
+    time.sleep(seconds)  # the window measured
     with w.cond:
         ts = [x[0] for x in w.msgs if x[0] >= t and x[1].get("WATCHDOG") == "1"]
     return [b - a for a, b in zip(ts, ts[1:])], len(ts)
 
 
-def case_watchdog_period():
+def test_watchdog_period():
     """Given WATCHDOG_USEC (as corrald and systemd pass it), reports come at
     least 4 times per watchdog period, whatever --report-interval says."""
     with Worker(env={"WATCHDOG_USEC": "1000000"}) as w:
@@ -560,7 +582,7 @@ def case_watchdog_period():
         check(1 <= n <= 2, "default period: %d reports in 1.6 s" % n)
 
 
-def case_usage():
+def test_usage():
     wp = worker_path()
     p = subprocess.run([wp, "--no-such-flag"], capture_output=True, timeout=10)
     check(p.returncode == 2 and b"Usage" in p.stderr, p)
@@ -573,7 +595,7 @@ def case_usage():
     check(p.returncode != 0 and b"no socket" in p.stderr, p)
 
 
-def case_stream_notify():
+def test_stream_notify():
     """CORRAL_NOTIFY_FD: the same keys over a stream, messages end with an empty line."""
     a, b = socket.socketpair()
     wp = worker_path()
@@ -601,11 +623,5 @@ def case_stream_notify():
         p.wait(5)
 
 
-CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print("usage: test_worker.py {%s}" % ",".join(CASES), file=sys.stderr)
-        sys.exit(2)
-    CASES[sys.argv[1]]()
-    print("ok", sys.argv[1])
+    ct.main(sys.modules[__name__])

@@ -1,8 +1,11 @@
-"""Test harness for corral-worker: socket activation and sd_notify, stdlib only.
+"""Test harness for corral-worker: socket activation and sd_notify, stdlib
+only, built on the shared one (tests/lib/corraltest.py).
 
 Worker(...).start() binds 127.0.0.1:0, hands it to corral-worker as fd 3
 (LISTEN_FDS=1, LISTEN_PID=<worker pid>), receives its sd_notify datagrams on
-an AF_UNIX socket of its own and waits for READY=1.
+an AF_UNIX socket of its own and waits for READY=1. RawConn is an HTTP/1.1
+client connection whose bytes the test controls, down to waiting until the
+worker has read what was sent.
 """
 import os
 import shutil
@@ -14,7 +17,10 @@ import tempfile
 import threading
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
+
+SKIP = ct.SKIP
 
 
 def worker_path():
@@ -97,20 +103,20 @@ class Worker:
                 self.cond.notify_all()
 
     def wait_notify(self, pred, timeout=5.0, what="message", after=0.0):
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
+        """The first message (since `after`, a monotonic time) for which
+        pred holds, waiting for it if need be."""
+        def found():
+            with self.cond:
                 for t, m in self.msgs:
                     if t >= after and pred(m):
                         return m
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError("no %s from the worker within %.1fs (got %d messages)"
-                                         % (what, timeout, len(self.msgs)))
-                if self.proc and self.proc.poll() is not None and not self.msgs:
-                    raise AssertionError("worker exited with %s before %s: %s"
-                                         % (self.proc.returncode, what, self.stderr()))
-                self.cond.wait(min(left, 0.1))
+                n = len(self.msgs)
+            if self.proc and self.proc.poll() is not None and not n:
+                raise AssertionError("worker exited with %s before %s: %s"
+                                     % (self.proc.returncode, what, self.stderr()))
+            return None
+        return ct.wait_for(found, timeout, interval=0.01,
+                           what="%s from the worker (%d messages so far)" % (what, len(self.msgs)))
 
     def stderr(self):
         self.errf.flush()
@@ -185,6 +191,7 @@ class RawConn:
 
     def __init__(self, port, timeout=10.0):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.timeout = timeout
         self.buf = b""
 
     def __enter__(self):
@@ -222,12 +229,17 @@ class RawConn:
         body, self.buf = self.buf[:n], self.buf[n:]
         return Response(int(code), headers, body.decode("utf-8", "replace"))
 
+    def wait_read(self, timeout=5.0):
+        """Returns once the worker has read every byte sent so far (the TCP
+        queues say so): what follows arrives in a read of its own, and a
+        request sent is being served."""
+        ct.wait_read(self.s, timeout)
+
     def closed_within(self, seconds):
         """True if the peer closes (EOF or reset) within seconds; any bytes
         read meanwhile are kept in self.buf."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.s.settimeout(max(0.01, deadline - time.monotonic()))
+        def closed():
+            self.s.settimeout(0.01)
             try:
                 d = self.s.recv(65536)
             except socket.timeout:
@@ -237,4 +249,10 @@ class RawConn:
             if not d:
                 return True
             self.buf += d
-        return False
+            return False
+        try:
+            return ct.wait_for(closed, seconds, interval=0, what="the worker to close")
+        except AssertionError:
+            return False
+        finally:
+            self.s.settimeout(self.timeout)

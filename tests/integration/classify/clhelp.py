@@ -6,7 +6,7 @@ import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "lib"))
 import corraltest as ct  # noqa: E402
 
 
@@ -76,7 +76,7 @@ def grow(c, path, max_steps, interval=0.0, until=None, timeout=10):
         if until and until():
             return ok
         if interval:
-            time.sleep(interval)
+            time.sleep(interval)  # the growth's pace
     return ok
 
 

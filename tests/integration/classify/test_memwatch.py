@@ -102,7 +102,7 @@ def test_soft_limit():
             t_spawn = ct.wait_for(spawned, 20, interval=0.01, what="a replacement")
             g.stop()
             d = c.wait_death("recycled", timeout=15)[0]
-            time.sleep(0.3)
+            load.wait_served(10, by=set(c.live_pids()) - {victim})  # on, to the replacement
         finally:
             g.stop()
             load.stop()
@@ -160,7 +160,7 @@ def test_max_requests():
         load.start()
         try:
             d = c.wait_death("recycled", timeout=15)[0]
-            time.sleep(0.2)
+            load.wait_served(10, by=set(c.live_pids()) - {victim})  # on, to the replacement
         finally:
             load.stop()
         assert d["pid"] == victim, d

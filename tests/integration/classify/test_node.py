@@ -72,9 +72,9 @@ def test_node_soft_recycle():
                 if c.history() or any(w.get("replaces_pid") for w in c.workers()):
                     break
                 h.grow(c, "/buffer?mb=8&retain=1", 1)
-                time.sleep(0.2)
+                time.sleep(0.2)  # the growth's pace
             d = c.wait_death("recycled", timeout=20)[0]
-            time.sleep(0.3)
+            load.wait_served(10, by=set(c.live_pids()) - {victim})  # on, to the replacement
         finally:
             load.stop()
         assert d["pid"] == victim and "soft limit" in d["reason"], d
