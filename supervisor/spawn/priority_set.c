@@ -25,3 +25,16 @@ int cr_priority_set_self(int nice, uint64_t slice_ns)
         return errno;
     return setpriority(PRIO_PROCESS, 0, nice) < 0 ? errno : 0;
 }
+
+int cr_priority_cap_nice(int nice)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NICE, &rl) < 0)
+        return errno;
+    unsigned long long cur = rl.rlim_cur, max = rl.rlim_max;
+    if (!cr_priority_capped_rlimit(nice, &cur, &max))
+        return 0;
+    rl.rlim_cur = (rlim_t)cur;
+    rl.rlim_max = (rlim_t)max;
+    return setrlimit(RLIMIT_NICE, &rl) < 0 ? errno : 0;
+}

@@ -204,9 +204,12 @@ void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, cha
         err = errno;
     /* corrald runs above its workers (priority.h); a worker gets the nice
      * corrald was started with and the kernel's default slice. Lowering
-     * one's own priority needs no privilege. */
-    if (!err && c->set_sched)
-        err = cr_priority_set_self(c->nice, 0);
+     * one's own priority needs no privilege. Where corrald got its nice
+     * from RLIMIT_NICE (a unit's LimitNICE=, no CAP_SYS_NICE), the worker
+     * inherits that limit: it is lowered, so a worker cannot climb back
+     * over corrald. */
+    if (!err && c->set_sched && (err = cr_priority_set_self(c->nice, 0)) == 0)
+        err = cr_priority_cap_nice(c->nice);
     /* A credential change clears the parent-death signal: arm it again. */
     if (!err && c->set_ids && (err = drop_ids(c->uid, c->gid)) == 0)
         err = die_with_parent(c->ppid);

@@ -329,6 +329,57 @@ static void left_alone(void)
     CHECK(a.sched_policy == SCHED_BATCH && a.sched_nice == before.sched_nice);
 }
 
+/* A worker may not climb above the nice it is given: RLIMIT_NICE goes
+ * down to it, never up. */
+static void test_capped_rlimit(void **state)
+{
+    (void)state;
+    assert_int_equal(cr_priority_nice_rlimit(0), 20);
+    assert_int_equal(cr_priority_nice_rlimit(-10), 30);
+    assert_int_equal(cr_priority_nice_rlimit(19), 1);
+    assert_int_equal(cr_priority_nice_rlimit(-20), 40);
+    /* A unit's LimitNICE=-10 (30): a worker at nice 0 gets 20. */
+    unsigned long long cur = 30, max = 30;
+    assert_true(cr_priority_capped_rlimit(0, &cur, &max));
+    assert_true(cur == 20 && max == 20);
+    assert_int_equal(cr_priority_lowest_nice(cur), 0);
+    /* Each limit on its own; unlimited is capped too. */
+    cur = 2, max = ~0ull;
+    assert_true(cr_priority_capped_rlimit(5, &cur, &max));
+    assert_true(cur == 2 && max == 15);
+    /* Never raised: the default 0 stays. */
+    cur = 0, max = 0;
+    assert_false(cr_priority_capped_rlimit(-20, &cur, &max));
+    assert_true(cur == 0 && max == 0);
+    cur = 20, max = 20;
+    assert_false(cr_priority_capped_rlimit(0, &cur, &max));
+}
+
+/* The real call: it lowers what it can (raising a hard limit needs
+ * CAP_SYS_RESOURCE, which a container may lack: then the test starts from
+ * the limits it has) and never raises. */
+static void cap_nice(void)
+{
+    struct rlimit rl = {.rlim_cur = 30, .rlim_max = 35};
+    if (setrlimit(RLIMIT_NICE, &rl) < 0)
+        CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+    unsigned long long cur = rl.rlim_cur, max = rl.rlim_max;
+    cr_priority_capped_rlimit(0, &cur, &max);
+    CHECK(cr_priority_cap_nice(0) == 0);
+    CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+    CHECK(rl.rlim_cur == cur && rl.rlim_max == max);
+    CHECK(rl.rlim_cur <= 20 && rl.rlim_max <= 20);
+    CHECK(cr_priority_cap_nice(-10) == 0);
+    CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+    CHECK(rl.rlim_cur == cur && rl.rlim_max == max);
+}
+
+static void test_cap_nice(void **state)
+{
+    (void)state;
+    in_child(cap_nice);
+}
+
 static void test_left_alone(void **state)
 {
     (void)state;
@@ -345,6 +396,8 @@ int main(void)
         cmocka_unit_test(test_raise_and_give_back),
         cmocka_unit_test(test_leader_raises_its_autogroup),
         cmocka_unit_test(test_left_alone),
+        cmocka_unit_test(test_capped_rlimit),
+        cmocka_unit_test(test_cap_nice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
