@@ -4,7 +4,8 @@
 The units name corrald by its installed path; before installation that path
 does not exist, so each unit is copied into a temporary directory with the
 installed bindir's corrald replaced by the build tree's. Templates are
-verified as an instance (corral@8081.*). Any diagnostic fails the test: a
+verified as an instance (corral@shop.*), the socket with the ListenStream=
+drop-in the recipe in docs/systemd.md gives it. Any diagnostic fails the test: a
 warning today is a unit that misbehaves on the next systemd.
 Exit 77 (skip) when systemd-analyze is absent.
 """
@@ -43,11 +44,16 @@ def main():
                 print(f'{name}: unsubstituted @VAR@ left')
                 return 1
             text = text.replace(installed, args.corrald)
-            name = name.replace('@.', '@8081.')
+            name = name.replace('@.', '@shop.')
             path = os.path.join(tmp, name)
             with open(path, 'w', encoding='utf-8') as f:
                 f.write(text)
             paths.append(path)
+            if name == 'corral@shop.socket':
+                os.makedirs(os.path.join(tmp, name + '.d'))
+                with open(os.path.join(tmp, name + '.d', 'listen.conf'), 'w',
+                          encoding='utf-8') as f:
+                    f.write('[Socket]\nListenStream=127.0.0.1:8081\n')
         # Without a system manager as PID 1, verify still loads the units and
         # checks them; --man=no skips the man: Documentation= lookups.
         proc = subprocess.run([analyze, 'verify', '--man=no'] + paths,
