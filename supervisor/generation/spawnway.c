@@ -68,7 +68,14 @@ static int resolve_ids(struct cr_spawner *sp, const struct cr_config *c)
         cr_log(CR_LOG_ERR, "--group: no such group '%s'", c->group);
         return -EINVAL;
     }
-    if (geteuid() != 0 && (uid != geteuid() || gid != getegid())) {
+    if (geteuid() != 0 && uid == geteuid() && gid == getegid()) {
+        /* corrald runs as that user already (the unprivileged unit on
+         * cgroup v2): the workers are its own, nothing to switch, and a
+         * process without CAP_SETGID could not clear its groups anyway. */
+        cr_log(CR_LOG_INFO, "workers run as corrald's own uid %u gid %u", uid, gid);
+        return 0;
+    }
+    if (geteuid() != 0) {
         cr_log(CR_LOG_ERR,
                "--user/--group: corrald runs as uid %u and cannot switch workers to "
                "uid %u gid %u; run corrald as root or drop the option",

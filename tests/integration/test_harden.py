@@ -63,6 +63,43 @@ def test_group_drop():
         assert ids["Groups"] == [], ids
 
 
+def as_nobody():
+    """A preexec: corrald itself as nobody, owning its test directory (the
+    cwd by then), as under a unit with User= and no capability."""
+    os.chown(".", NOBODY, NOBODY)
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def test_user_is_corralds_own():
+    """A corrald that is not root, told to run workers as its own user (the
+    unprivileged unit on cgroup v2: User=_corral, the shipped config's
+    "user": "_corral"), runs them as itself: nothing to switch."""
+    need_root()
+    with h.corrald("--user", "nobody", "--group", "nogroup", workers=2, preexec=as_nobody,
+                   name="own") as c:
+        assert proc_ids(c.proc.pid)["Uid"] == [str(NOBODY)] * 4
+        for pid in c.live_pids():
+            ids = proc_ids(pid)
+            assert ids["Uid"] == [str(NOBODY)] * 4, ids
+            assert ids["Gid"] == [str(NOBODY)] * 4, ids
+        st, hd, _ = c.get("/light")
+        assert st == 200 and int(hd["x-worker-pid"]) in c.live_pids()
+        assert "workers run as corrald's own uid 65534 gid 65534" in c.log()
+
+
+def test_user_other_refused_without_root():
+    """Without root, any other user is refused at start-up, by name."""
+    need_root()
+    try:
+        ct.Corrald("--user", "0", workers=1, preexec=as_nobody, name="oth")
+    except AssertionError as e:
+        assert "cannot switch workers to uid 0" in str(e), e
+    else:
+        raise AssertionError("a corrald running as nobody accepted --user 0")
+
+
 def test_unknown_user():
     """An unknown user is a start-up error naming the option."""
     tmp = tempfile.mkdtemp(prefix="corral-nouser-")
