@@ -2,8 +2,9 @@
 container engine starts it.
 
   detect:  corrald says it is PID 1 and takes the container stop timeout
-           (8 s, inside the engines' 10 s grace); workers start through
-           corral-exec there too.
+           (8 s, inside the engines' 10 s grace), and drains with it;
+           workers start through corral-exec there too.
+  stop_timeout_given: an explicit --stop-timeout is kept as given.
   reaping: a worker that forks (`sh -c '(sleep 2 &); exec corral-worker'`)
            leaves an orphan that is re-parented to PID 1; once it exits it
            must be reaped, not left as a zombie, across the worker's deaths
@@ -55,8 +56,8 @@ def comm(pid):
 class Pid1(ct.Corrald):
     """corrald under `unshare --pid --fork`: PID 1 of its namespace."""
 
-    def __init__(self, command):
-        super().__init__(workers=1, command=command, wait_ready=False, name="pid1",
+    def __init__(self, command, *args):
+        super().__init__(*args, workers=1, command=command, wait_ready=False, name="pid1",
                          prefix=["unshare", "--pid", "--fork", "--kill-child", "--"])
         kids = children(self.proc.pid)
         assert len(kids) == 1, kids
@@ -68,13 +69,17 @@ class Pid1(ct.Corrald):
     def zombies(self):
         return [p for p in children(self.host_pid) if state(p) == "Z"]
 
-    def close(self):
-        # As an engine stops a container: SIGTERM to its PID 1 (unshare
-        # does not pass its own on), SIGKILL only if that fails.
+    def terminate(self):
+        """As an engine stops a container: SIGTERM to its PID 1 (unshare
+        does not pass its own on); waits for the end. Returns the log."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.host_pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(15)
+        return self.log()
+
+    def close(self):
+        self.terminate()  # SIGKILL (in close) only if that fails
         super().close()
 
 
@@ -87,10 +92,25 @@ def test_detect():
         assert "default stop timeout is 8 s" in log, log
         # A child that shares PID 1's memory starts corral-exec there too.
         assert "workers start through " in log and "start by fork" not in log, log
-        st = c.status()
-        cfg = st.get("config") or st["supervisor"].get("config", {})
-        if "stop-timeout" in cfg:
-            assert cfg["stop-timeout"] == 8000, cfg
+        # The stop drains with the default it announced.
+        log = c.terminate()
+        assert "SIGKILL after 8000 ms" in log, log
+    finally:
+        c.close()
+
+
+def test_stop_timeout_given():
+    """An explicit --stop-timeout stays what was given, PID 1 or not: no
+    default is announced and the drain waits the given time."""
+    c = Pid1([WORKER], "--stop-timeout", "3")
+    try:
+        c.ready_pid()
+        log = c.log()
+        assert "as PID 1" in log, log
+        assert "default stop timeout" not in log, log
+        log = c.terminate()
+        assert "SIGKILL after 3000 ms" in log, log
+        assert "SIGKILL after 8000 ms" not in log, log
     finally:
         c.close()
 
