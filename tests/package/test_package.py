@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""corral's Debian package, as an operator receives it.
+
+    test_package.py --source-root SRC --out DIR
+
+Builds the package from a clean copy of the tree (build_deb.py: the result
+is shared with the VM test, which installs it), with lintian failing on any
+error or warning, then checks what lintian does not know about corral:
+
+- every program, unit, man page, example and the sysusers file is in it,
+  and /etc/corral/corral.json is its only conffile;
+- the package's version is the one `corrald --version` prints;
+- corral-worker's dlopen()ed libcrypto is a dependency;
+- the postinst makes the _corral user and starts no unit;
+- the shipped config runs workers as _corral, not root;
+- the programs are built hardened (PIE, full RELRO, BIND_NOW, fortified);
+- `systemd-analyze security --offline=true` rates the packaged
+  corral.service, corral@.service and corral.service with the unprivileged
+  drop-in at most 3.0.
+
+Exit 77 when dpkg-buildpackage or lintian is absent (not a Debian machine).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import build_deb  # noqa: E402
+
+MAX_EXPOSURE = 3.0
+
+PROGRAMS = ['usr/bin/corrald', 'usr/bin/corralctl', 'usr/bin/corral-lab',
+            'usr/libexec/corral/corral-worker', 'usr/libexec/corral/corral-exec']
+FILES = PROGRAMS + [
+    'usr/share/corral/corral-node-agent.js',
+    'usr/share/corral/examples/node/server.js',
+    'usr/share/corral/unprivileged.conf',
+    'usr/lib/sysusers.d/corral.conf',
+    'usr/share/man/man8/corrald.8.gz',
+    'usr/share/man/man1/corralctl.1.gz',
+    'usr/share/man/man1/corral-lab.1.gz',
+    'usr/share/doc/corral/copyright',
+    'usr/share/doc/corral/changelog.gz',
+    'etc/corral/corral.json',
+]
+UNITS = ['corral.service', 'corral.socket', 'corral@.service', 'corral@.socket']
+
+failures = []
+
+
+def check(ok, what):
+    print(('ok   ' if ok else 'FAIL ') + what, flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def out(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=120, **kw).stdout
+
+
+def unit_dir(root):
+    for d in ('usr/lib/systemd/system', 'lib/systemd/system'):
+        if os.path.exists(os.path.join(root, d, 'corral.service')):
+            return os.path.join(root, d)
+    return None
+
+
+def exposure(unit_path):
+    """systemd-analyze's overall exposure of one unit file, or None."""
+    text = out(['systemd-analyze', 'security', '--offline=true', '--no-pager', unit_path],
+               cwd=os.path.dirname(unit_path))
+    m = re.search(r'Overall exposure level for \S+: (\d+\.\d+)', text)
+    if not m:
+        print(text)
+    return float(m.group(1)) if m else None
+
+
+def check_security(udir, root):
+    with tempfile.TemporaryDirectory(prefix='corral-security-') as tmp:
+        shutil.copy(os.path.join(udir, 'corral.service'), tmp)
+        shutil.copy(os.path.join(udir, 'corral@.service'), os.path.join(tmp, 'corral@shop.service'))
+        # A drop-in is read as if appended to the unit: so is it here.
+        with open(os.path.join(udir, 'corral.service')) as u, \
+                open(os.path.join(root, 'usr/share/corral/unprivileged.conf')) as d, \
+                open(os.path.join(tmp, 'corral-unprivileged.service'), 'w') as f:
+            f.write(u.read() + '\n' + d.read())
+        for name in ('corral.service', 'corral@shop.service', 'corral-unprivileged.service'):
+            score = exposure(os.path.join(tmp, name))
+            check(score is not None and score <= MAX_EXPOSURE,
+                  f'systemd-analyze security --offline=true {name}: {score} (at most {MAX_EXPOSURE})')
+
+
+def check_hardened(path):
+    name = os.path.basename(path)
+    dyn = out(['readelf', '-d', '-W', path])
+    hdr = out(['readelf', '-h', '-l', '-W', path])
+    check(re.search(r'Type:\s+DYN', hdr) is not None, f'{name} is PIE')
+    check('GNU_RELRO' in hdr and re.search(r'FLAGS.*\bBIND_NOW\b|FLAGS_1.*\bNOW\b', dyn) is not None,
+          f'{name} has full RELRO (GNU_RELRO, BIND_NOW)')
+    syms = out(['readelf', '--dyn-syms', '-W', path])
+    check(re.search(r'__\w+_chk\b', syms) is not None, f'{name} calls fortified functions')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--source-root', required=True)
+    ap.add_argument('--out', required=True)
+    args = ap.parse_args()
+    missing = [t for t in ('dpkg-buildpackage', 'lintian', 'dh', 'readelf')
+               if shutil.which(t) is None]
+    if missing:
+        print('not a Debian build machine, missing: ' + ', '.join(missing))
+        return 77
+    try:
+        d = build_deb.build(args.source_root, args.out)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f'package build failed: {e}')
+        return 1
+    with open(os.path.join(d, 'ok')) as f:
+        version = f.read().strip()
+    debs = glob.glob(os.path.join(d, f'corral_{version}_*.deb'))
+    if not check(len(debs) == 1, f'one corral_{version}_*.deb in {d}'):
+        return 1
+    deb = debs[0]
+    print(out(['dpkg-deb', '-I', deb]))
+
+    with tempfile.TemporaryDirectory(prefix='corral-deb-') as root:
+        subprocess.run(['dpkg-deb', '-x', deb, root], check=True)
+        ctrl = os.path.join(root, 'DEBIAN')
+        subprocess.run(['dpkg-deb', '-e', deb, ctrl], check=True)
+        for f in FILES:
+            check(os.path.isfile(os.path.join(root, f)), f'/{f} is in the package')
+        udir = unit_dir(root)
+        check(udir is not None, 'the units are in the package')
+        for u in UNITS:
+            check(udir is not None and os.path.isfile(os.path.join(udir, u)), f'{u} is in the package')
+        with open(os.path.join(ctrl, 'conffiles')) as f:
+            conffiles = f.read().split()
+        check(conffiles == ['/etc/corral/corral.json'],
+              f'conffiles: {conffiles} (want /etc/corral/corral.json alone)')
+
+        fields = out(['dpkg-deb', '-f', deb, 'Package', 'Version', 'Depends'])
+        print(fields)
+        check(re.search(rf'^Version: {re.escape(version)}$', fields, re.M) is not None,
+              f'the package is version {version}')
+        check(re.search(r'\blibssl3(t64)? \(', fields) is not None,
+              "Depends names libcrypto's package (corral-worker dlopen()s it)")
+        for prog, name in (('usr/bin/corrald', 'corrald'),
+                           ('usr/libexec/corral/corral-worker', 'corral-worker')):
+            said = out([os.path.join(root, prog), '--version']).strip()
+            check(said == f'{name} {version}', f'{name} --version says "{said}", want "{name} {version}"')
+
+        with open(os.path.join(ctrl, 'postinst')) as f:
+            postinst = f.read()
+        check('systemd-sysusers' in postinst and 'corral.conf' in postinst,
+              'the postinst makes the sysusers.d user (systemd-sysusers corral.conf)')
+        check(re.search(r'deb-systemd-invoke\s+(start|restart)\b', postinst) is None,
+              'the postinst starts no unit (only try-restart on an upgrade)')
+        with open(os.path.join(root, 'usr/lib/sysusers.d/corral.conf')) as f:
+            check(re.search(r'^u _corral ', f.read(), re.M) is not None,
+                  'sysusers.d makes the system user _corral')
+
+        with open(os.path.join(root, 'etc/corral/corral.json')) as f:
+            cfg = json.load(f)
+        check(cfg.get('user') not in (None, '', 'root', '0', 0),
+              f'the shipped config runs workers as "{cfg.get("user")}", not root')
+        for prog in PROGRAMS:
+            path = os.path.join(root, prog)
+            if 'corral-exec' in prog or not open(path, 'rb').read(4) == b'\x7fELF':
+                continue  # static by design (lintian override), or a script
+            check_hardened(path)
+        if udir is not None:
+            check_security(udir, root)
+
+    lint = os.path.join(d, 'lintian.txt')
+    with open(lint) as f:
+        tags = [ln for ln in f if re.match(r'^[EW]: ', ln)]
+    check(not tags, f'lintian: no errors or warnings ({len(tags)})')
+    if failures:
+        print(f'{len(failures)} failed')
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
