@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cr_cgroup.h"
@@ -157,18 +158,23 @@ int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper
     char dir[sizeof(rx->dir)];
     if (snprintf(dir, sizeof(dir), "%s/corral-notify.XXXXXX", base_dir()) >= (int)sizeof(dir))
         return -ENAMETOOLONG;
-    /* mkdtemp makes it 0700: only corrald (and, below, the workers' user)
-     * can reach the socket inside. */
+    /* mkdtemp makes it 0700: only corrald (and, below, the workers) can
+     * reach the socket inside. */
     if (!mkdtemp(dir))
         return -errno;
     memcpy(rx->dir, dir, sizeof(dir));
     int r = snprintf(rx->addr, sizeof(rx->addr), "%s/notify", dir) >= (int)sizeof(rx->addr)
                 ? -ENAMETOOLONG
                 : cr_notify_open(rx->addr, &rx->fd);
-    /* Under --user the workers' user owns both, so it can search the
-     * directory and write to the socket; nobody else can. */
+    /* Under --user the workers' user owns the socket, so it can write to
+     * it, and the workers' group may search the directory (0710); nobody
+     * else can reach it. The directory stays corrald's: a root without
+     * CAP_DAC_OVERRIDE (the hardened unit) could not unlink a socket in a
+     * directory it no longer owns. The socket first (0600, whatever the
+     * umask), while the path is still corrald's to walk. */
     if (r >= 0 && o->chown &&
-        (chown(dir, o->uid, o->gid) < 0 || chown(rx->addr, o->uid, o->gid) < 0))
+        (chmod(rx->addr, 0600) < 0 || chown(rx->addr, o->uid, o->gid) < 0 || chown(dir, (uid_t)-1, o->gid) < 0 ||
+         chmod(dir, 0710) < 0))
         r = -errno;
     if (r >= 0 && (r = uv_poll_init(loop, &rx->poll, rx->fd)) == 0) {
         rx->poll.data = rx;

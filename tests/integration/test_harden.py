@@ -11,6 +11,8 @@
 """
 import errno
 import os
+import re
+import shutil
 import socket
 import stat
 import sys
@@ -98,6 +100,44 @@ def test_user_other_refused_without_root():
         assert "cannot switch workers to uid 0" in str(e), e
     else:
         raise AssertionError("a corrald running as nobody accepted --user 0")
+
+
+# The hardened unit's CapabilityBoundingSet= (systemd/hardening.inc).
+UNIT_CAPS = "-all,+setuid,+setgid,+kill,+chown,+net_admin"
+
+
+def test_unit_capabilities():
+    """Root with only the hardened unit's capabilities (no
+    CAP_DAC_OVERRIDE, no CAP_SYS_NICE) runs workers as another user, reaps
+    and replaces them, and on stop removes its notify socket and directory:
+    the directory stays corrald's (0710, the workers' group), the socket is
+    the workers' user's."""
+    need_root()
+    if shutil.which("setpriv") is None:
+        ct.skip("no setpriv")
+    out = tempfile.mktemp(prefix="corral-env-")
+    cmd = ["/bin/sh", "-c", f'echo "$NOTIFY_SOCKET" > {out}; exec {ct.WORKER}']
+    with h.optional_cgroup("caps") as cg, \
+            h.corrald("--user", "nobody", workers=2, cgroups=h.rel(cg), command=cmd,
+                      prefix=["setpriv", "--bounding-set", UNIT_CAPS, "--"], name="caps") as c:
+        with open(f"/proc/{c.proc.pid}/status") as f:
+            eff = int(re.search(r"^CapEff:\s+(\w+)", f.read(), re.M).group(1), 16)
+        assert eff == (1 << 0) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 12), hex(eff)
+        path = open(out).read().strip()
+        d = os.path.dirname(path)
+        st = os.stat(d)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, NOBODY, 0o710), st
+        st = os.stat(path)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (NOBODY, 0o600), st
+        for pid in c.live_pids():
+            assert proc_ids(pid)["Uid"] == [str(NOBODY)] * 4
+        victim = c.live_pids()[0]
+        os.kill(victim, 9)
+        ct.wait_for(lambda: len(c.live_pids()) == 2 and victim not in c.live_pids(), 15,
+                    what="the killed worker replaced")
+        assert c.stop() == 0
+        assert not os.path.exists(d), f"{d} left after the stop: {os.listdir(d)}"
+    os.unlink(out)
 
 
 def test_unknown_user():
