@@ -1,7 +1,9 @@
 #!/bin/sh
-# Builds corral against llhttp and runs its unit and worker suites, in a
-# Debian 13 (trixie) build root: Debian 12 has no llhttp package, and the
-# llhttp path of common/http_parse.c must not rot unbuilt (issue 11).
+# Builds corral against llhttp and runs its unit, worker and package suites,
+# in a Debian 13 (trixie) build root: Debian 12 has no llhttp package, and
+# the llhttp path of common/http_parse.c must not rot unbuilt. The package
+# suite builds corral's Debian package from the same source there and, as
+# the root is disposable (below), installs it with apt and runs it.
 #
 # usage: tests/llhttp/run.sh BUILD_DIR_NAME   (as root; e.g. build-test-llhttp)
 #
@@ -10,8 +12,9 @@
 # $CORRAL_LLHTTP_CACHE (default /var/cache/corral-llhttp), keyed by a hash of
 # the package list and $recipe (bump it when the mmdebstrap call changes);
 # stale roots are removed. Each run enters
-# a private mount namespace (unshare), binds the source tree at /src inside
-# the root and chroots there; the build dir is SRC/BUILD_DIR_NAME so that
+# a private mount namespace (unshare), lays a tmpfs overlay over the cached
+# root (so the package installed there is gone after the run and the cache
+# stays as built), binds the source tree at /src inside it and chroots there; the build dir is SRC/BUILD_DIR_NAME so that
 # scripts/test-summary reads its test log like the others. Fails (never
 # skips) when anything is missing, or when the build did not pick llhttp.
 set -eu
@@ -20,7 +23,7 @@ name=${1:?usage: run.sh BUILD_DIR_NAME}
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 cache=${CORRAL_LLHTTP_CACHE:-/var/cache/corral-llhttp}
-recipe=1
+recipe=2
 key=$({ echo "$recipe"; cat "$here/packages"; } | sha256sum | cut -c1-16)
 root=$cache/trixie-$key
 
@@ -74,15 +77,24 @@ fi
 flock -u 9
 
 # Inside: a private mount namespace, so every mount goes away with it.
+scratch=$(mktemp -d /tmp/corral-llhttp.XXXXXX)
+rc=0
 unshare --mount --propagation private /bin/sh -eu -c '
-	root=$1 src=$2 name=$3
+	root=$1 src=$2 name=$3 scratch=$4
+	mount -t tmpfs tmpfs "$scratch"
+	mkdir "$scratch/upper" "$scratch/work" "$scratch/merged"
+	mount -t overlay overlay \
+		-o "lowerdir=$root,upperdir=$scratch/upper,workdir=$scratch/work" "$scratch/merged"
+	root=$scratch/merged
 	mount --bind "$src" "$root/src"
 	mount -t proc proc "$root/proc"
 	mount --rbind /dev "$root/dev"
 	mount -t tmpfs tmpfs "$root/tmp"
+	mount -t tmpfs tmpfs "$root/run"
 	exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp \
-		LANG=C.UTF-8 /bin/sh -eu -c "
+		LANG=C.UTF-8 CORRAL_PACKAGE_INSTALL=1 /bin/sh -eu -c "
 		cd /src
+		git config --global --add safe.directory /src
 		if [ -d \"\$0\" ]; then
 			meson setup --reconfigure \"\$0\" -Dvm_tests=disabled >/dev/null
 		else
@@ -93,6 +105,9 @@ unshare --mount --propagation private /bin/sh -eu -c '
 			exit 1
 		}
 		meson compile -C \"\$0\" >/dev/null
-		meson test -C \"\$0\" --print-errorlogs --num-processes 2 --suite unit --suite worker --no-suite node
+		meson test -C \"\$0\" --print-errorlogs --num-processes 2 --suite unit --suite worker \
+			--suite package --no-suite node
 	" "$name"
-' sh "$root" "$src" "$name"
+' sh "$root" "$src" "$name" "$scratch" || rc=$?
+rmdir "$scratch"
+exit "$rc"

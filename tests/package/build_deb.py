@@ -94,7 +94,9 @@ def bump(tree, suffix):
     path = os.path.join(tree, 'debian', 'changelog')
     with open(path) as f:
         text = f.read()
-    trailer = re.search(r'^ -- .*$', text, re.M).group(0)
+    # A newer entry needs a newer date (SOURCE_DATE_EPOCH comes from it).
+    who = re.search(r'^ -- (.*?)  ', text, re.M).group(1)
+    trailer = f' -- {who}  ' + time.strftime('%a, %d %b %Y %H:%M:%S +0000', time.gmtime())
     with open(path, 'w') as f:
         f.write(f'corral ({new}) unstable; urgency=medium\n\n'
                 f'  * The same source as {old}, rebuilt as a newer version for the\n'

@@ -18,10 +18,16 @@ error or warning, then checks what lintian does not know about corral:
   corral.service, corral@.service and corral.service with the unprivileged
   drop-in at most 3.0.
 
+With CORRAL_PACKAGE_INSTALL=1 (a disposable root: tests/llhttp/run.sh
+sets it in its overlay of the Debian 13 root) the package is then
+installed with `apt-get install ./corral_*.deb`, and the installed corrald
+runs the shipped config: its workers run as _corral and serve.
+
 Exit 77 when dpkg-buildpackage or lintian is absent (not a Debian machine).
 """
 import argparse
 import glob
+import http.client
 import json
 import os
 import re
@@ -29,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import build_deb  # noqa: E402
@@ -109,6 +116,81 @@ def check_hardened(path):
     check(re.search(r'__\w+_chk\b', syms) is not None, f'{name} calls fortified functions')
 
 
+def control(sock, cmd):
+    import socket
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(sock)
+        s.sendall(json.dumps({'cmd': cmd}).encode() + b'\n')
+        data = b''
+        while not data.endswith(b'\n'):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return json.loads(data)
+
+
+def check_installed(deb, version):
+    """apt-get install ./DEB into this (disposable) root, then run the
+    installed corrald on the shipped config, without cgroups (a chroot has
+    no cgroup file system) on a free port."""
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    text = out(['apt-get', 'install', '-y', '--no-install-recommends', os.path.abspath(deb)],
+               env=env)
+    print(text[-3000:])
+    said = out(['dpkg-query', '-W', '-f', '${Status} ${Version}', 'corral'])
+    if not check(said == f'install ok installed {version}', f'apt-get install ./{os.path.basename(deb)}: {said}'):
+        return
+    check(out(['corrald', '--version']).strip() == f'corrald {version}',
+          'the installed corrald --version is the package version')
+    ent = out(['getent', 'passwd', '_corral']).strip()
+    if not check(ent.startswith('_corral:'), f'the postinst made _corral: {ent}'):
+        return
+    uid = int(ent.split(':')[2])
+    check(uid != 0, f'_corral is not root (uid {uid})')
+    tmp = tempfile.mkdtemp(prefix='corral-installed-')
+    sock = os.path.join(tmp, 'control.sock')
+    logf = open(os.path.join(tmp, 'corrald.log'), 'w+')
+    p = subprocess.Popen(['corrald', '--config', '/etc/corral/corral.json', '--no-cgroups',
+                          '--listen', '127.0.0.1:0', '--control', sock],
+                         stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        st, end = None, time.monotonic() + 30
+        while time.monotonic() < end and p.poll() is None:
+            try:
+                st = control(sock, 'status')
+                if sum(w.get('state') == 'ready' for w in st['workers']) == 2:
+                    break
+            except (OSError, ValueError):
+                pass  # not up yet
+            time.sleep(0.2)  # the poll's pace
+        ready = [w for w in (st or {}).get('workers', []) if w.get('state') == 'ready']
+        if not check(len(ready) == 2, f'the installed corrald runs the shipped 2 workers ({len(ready)} ready)'):
+            logf.seek(0)
+            print(logf.read()[-3000:])
+            return
+        for w in ready:
+            with open(f"/proc/{w['pid']}/status") as f:
+                uids = re.search(r'^Uid:\s+(.*)$', f.read(), re.M).group(1).split()
+            check(uids == [str(uid)] * 4, f"worker {w['pid']} runs as uid {uids} (_corral is {uid})")
+        host, port = st['supervisor']['listen'][0]['address'].rsplit(':', 1)
+        c = http.client.HTTPConnection(host, int(port), timeout=10)
+        c.request('GET', '/light')
+        r = c.getresponse()
+        r.read()
+        check(r.status == 200 and int(r.getheader('X-Worker-Pid', '0')) in [w['pid'] for w in ready],
+              f'GET /light from an installed worker: {r.status}')
+    finally:
+        p.terminate()
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--source-root', required=True)
@@ -179,6 +261,9 @@ def main():
             check_hardened(path)
         if udir is not None:
             check_security(udir, root)
+
+    if os.environ.get('CORRAL_PACKAGE_INSTALL') == '1':
+        check_installed(deb, version)
 
     lint = os.path.join(d, 'lintian.txt')
     with open(lint) as f:

@@ -3,10 +3,13 @@
 
 1. Build (or reuse from the cache) a Debian 12 guest image: image/ holds the
    recipe; the cache key is a hash of every file in image/.
-2. Stage the build under test on a 9p share: `meson install --destdir`, plus
+2. Stage the build under test on a 9p share: the Debian package built from
+   a clean copy of the tree (tests/package/build_deb.py, shared with the
+   package test), and the same source as a newer version for the upgrade
+   check; the guest installs it with `apt install ./corral_*.deb`. Plus
    the build's cgroup unit-test executables and a manifest of how meson runs
    them, the classification tests (tests/integration, run against the
-   installed corrald and worker, so they run on cgroup v2 too, with the
+   packaged corrald and worker, so they run on cgroup v2 too, with the
    shared harness they import, tests/lib), the corral
    container image (`docker save`, for guest/engine.sh), plus the guest
    scripts (guest/).
@@ -19,6 +22,7 @@
 Exit 77 (skip) when CORRAL_SKIP_VM=1 or the tools (qemu-system-x86_64,
 mmdebstrap, mkfs.ext4) or root are missing, unless --required.
 Environment: CORRAL_VM_CACHE (default /var/cache/corral-vm),
+CORRAL_DEB_CACHE (build_deb.py's cache, default BUILD_ROOT/deb),
 CORRAL_VM_TIMEOUT (seconds for the guest, default 2400),
 CORRAL_VM_ACCEL=kvm to try KVM (only where a stock kernel boots under it).
 """
@@ -93,18 +97,39 @@ def prune(cache, keep):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def stage_install(meson, build_root, share):
-    stage = os.path.join(share, 'stage')
-    proc = subprocess.run([meson, 'install', '-C', build_root, '--no-rebuild',
-                           '--quiet', '--destdir', stage],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=300)
-    if proc.returncode != 0:
-        print(proc.stdout)
-        raise RuntimeError('meson install --destdir failed')
-    for root, _, files in os.walk(stage):
-        for f in files:
-            log(f'staged {os.path.relpath(os.path.join(root, f), stage)}')
+# The upgrade check's second package: the same source as a newer version.
+UPGRADE_SUFFIX = '+vm1'
+
+
+def stage_packages(build_root, source_root, share):
+    """The package and its newer twin into SHARE/deb/ (with the package's
+    file list, SHARE/deb/files.txt, for installed()); returns the time the
+    builds took (0 when cached)."""
+    sys.path.insert(0, os.path.join(source_root, 'tests', 'package'))
+    import build_deb
+    t0 = time.monotonic()
+    out = os.path.join(build_root, 'deb')
+    d = os.path.join(share, 'deb')
+    os.makedirs(os.path.join(d, 'upgrade'))
+    for suffix, dst in (('', d), (UPGRADE_SUFFIX, os.path.join(d, 'upgrade'))):
+        built = build_deb.build(source_root, out, suffix)
+        with open(os.path.join(built, 'ok')) as f:
+            version = f.read().strip()
+        debs = [f for f in os.listdir(built)
+                if f.startswith(f'corral_{version}_') and f.endswith('.deb')]
+        if len(debs) != 1:
+            raise RuntimeError(f'no single corral_{version}_*.deb in {built}')
+        shutil.copy2(os.path.join(built, debs[0]), dst)
+        log(f'staged {debs[0]}')
+        if not suffix:
+            listing = subprocess.run(['dpkg-deb', '-c', os.path.join(built, debs[0])],
+                                     stdout=subprocess.PIPE, text=True, check=True).stdout
+            with open(os.path.join(d, 'files.txt'), 'w') as f:
+                for line in listing.splitlines():
+                    path = line.split()[5]
+                    if not path.endswith('/'):
+                        f.write(path.lstrip('.') + '\n')
+    return time.monotonic() - t0
 
 
 def is_cgroup_test(t):
@@ -174,17 +199,17 @@ def is_classify_test(t):
 
 
 def installed(value, build_root, share):
-    """The guest path of the installed copy (in the stage) of a build-tree
-    executable named in a test's environment, e.g. CORRALD: the guest runs
-    what `meson install` put there, as users do."""
+    """The guest path of the packaged copy of a build-tree executable named
+    in a test's environment, e.g. CORRALD: the guest runs what the package
+    installed, as users do."""
     real = os.path.realpath(value)
     if not real.startswith(os.path.realpath(build_root) + '/'):
         return value
-    stage = os.path.join(share, 'stage')
-    for root, _, files in os.walk(stage):
-        if os.path.basename(real) in files:
-            return '/' + os.path.relpath(os.path.join(root, os.path.basename(real)), stage)
-    raise RuntimeError(f'{value} is not installed: cannot run it in the guest')
+    with open(os.path.join(share, 'deb', 'files.txt')) as f:
+        for path in f.read().split():
+            if os.path.basename(path) == os.path.basename(real):
+                return path
+    raise RuntimeError(f'{value} is not in the package: cannot run it in the guest')
 
 
 def stage_classify_tests(tests, build_root, source_root, share):
@@ -387,7 +412,8 @@ def main():
         img, t_image = ensure_image(cache, work)
         log(f'image {img} ' +
             (f'built in {t_image:.1f} s' if t_image else 'reused'))
-        stage_install(meson, args.build_root, share)
+        t_deb = stage_packages(args.build_root, args.source_root, share)
+        log(f'packages {"built in %.1f s" % t_deb if t_deb > 1 else "cached"}')
         tests = meson_tests(meson, args.build_root)
         units = stage_unit_tests(tests, args.build_root, args.source_root,
                                  share)
@@ -398,7 +424,8 @@ def main():
         return 1
     stage_container_image(args.build_root, args.source_root, share)
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
-    expected = expected_checks() + ['unit-' + u for u in units] + classify
+    expected = (['package-install'] + expected_checks() + ['unit-' + u for u in units] +
+                classify)
 
     rc, t_vm, console = boot(img, share, work, timeout)
     results = os.path.join(share, 'results.txt')

@@ -15,8 +15,11 @@ exec >>"$share/checks.log" 2>&1
 
 UNIT=corral.service
 CTL=/run/corral/control.sock
-CONF=/etc/corral-vmtest/corral.json
-MEMMAX_BYTES=$((48 * 1024 * 1024))
+# The package's own config (/etc/corral/corral.json): 2 workers as _corral,
+# 64M each.
+CONF=/etc/corral/corral.json
+MEMMAX_BYTES=$((64 * 1024 * 1024))
+MAX_EXPOSURE=3.0
 
 why=''
 check() {
@@ -99,15 +102,12 @@ need_active() {
 	active || fail "corral.service is not active ($(systemctl is-active "$UNIT"))"
 }
 
+# The packaged units and config as installed; a drop-in only shortens the
+# watchdog, which keeps the freeze check within the time budget.
 setup() {
-	mkdir -p /etc/corral-vmtest /etc/systemd/system/corral.service.d
-	cat > "$CONF" <<-EOF
-	{"workers": 2, "memory-max": "48M", "stop-timeout": 5, "hang-timeout": 5}
-	EOF
-	# A short watchdog keeps the freeze check within the time budget.
+	mkdir -p /etc/systemd/system/corral.service.d
 	cat > /etc/systemd/system/corral.service.d/10-vmtest.conf <<-EOF
 	[Service]
-	Environment=CORRAL_CONFIG=$CONF
 	WatchdogSec=6s
 	TimeoutAbortSec=4s
 	TimeoutStartSec=60s
@@ -195,9 +195,17 @@ check_priority() {
 			return 1
 		fi
 	fi
+	# The nice comes from LimitNICE=, not CAP_SYS_NICE (bit 23)...
+	if [ $(( 0x$(sed -n 's/^CapEff:[[:space:]]*//p' "/proc/$mp/status") >> 23 & 1 )) = 1 ]; then
+		fail "corrald holds CAP_SYS_NICE"
+		return 1
+	fi
 	for pid in $(ready_pids); do
 		n=$(awk '{print $19}' "/proc/$pid/stat")
 		[ "$n" = 0 ] || fail "worker $pid runs at nice $n, want 0" || return 1
+		# ...and no worker keeps that limit: it could climb back over corrald.
+		n=$(awk '/^Max nice priority/ {print $4 " " $5}' "/proc/$pid/limits")
+		[ "$n" = "20 20" ] || fail "worker $pid's RLIMIT_NICE is '$n', want '20 20' (nice 0 at best)" || return 1
 		if [ -r "/proc/$pid/autogroup" ] && grep -q ' nice -10$' "/proc/$pid/autogroup"; then
 			fail "worker $pid shares corrald's raised autogroup"
 			return 1
@@ -243,6 +251,12 @@ check_hardening() {
 	local mp opts
 	mp=$(main_pid)
 	grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$mp/status" || fail "NoNewPrivs not set" || return 1
+	# CapabilityBoundingSet=: CHOWN (0), KILL (5), SETGID (6), SETUID (7),
+	# NET_ADMIN (12), nothing else.
+	local bnd
+	bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' "/proc/$mp/status")
+	[ $((0x$bnd)) = $((0x10e1)) ] || fail "corrald's CapBnd is $bnd, want 00000000000010e1" || return 1
+	grep -q '^Seccomp:[[:space:]]*2' "/proc/$mp/status" || fail "no system call filter on corrald" || return 1
 	if nsenter -t "$mp" -m -- sh -c ': > /usr/.corral-rw-probe' 2>/dev/null; then
 		rm -f /usr/.corral-rw-probe
 		fail "/usr is writable in corrald's namespace (ProtectSystem=strict not applied)"
@@ -253,6 +267,45 @@ check_hardening() {
 	case ",$opts," in *,ro,*) ;; *) fail "/proc/sys is '$opts' for corrald, want ro"; return 1 ;; esac
 	opts=$(nsenter -t "$mp" -m -- findmnt -no OPTIONS /sys/fs/cgroup)
 	case ",$opts," in *,rw,*) ;; *) fail "/sys/fs/cgroup is '$opts' for corrald, want rw"; return 1 ;; esac
+}
+
+# systemd-analyze security of the installed unit, with its drop-ins.
+exposure() {
+	systemd-analyze security --no-pager "$1" 2>&1 | tee "/tmp/security-$1.txt" |
+		sed -n 's/^→ Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p'
+}
+
+check_security_score() {
+	local score
+	score=$(exposure "$UNIT")
+	echo "# exposure of the installed $UNIT: $score" >&3
+	[ -n "$score" ] || fail "no exposure level from systemd-analyze security $UNIT" || return 1
+	awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s <= m) }' ||
+		fail "systemd-analyze security $UNIT: $score, above $MAX_EXPOSURE"
+}
+
+# All processes in a cgroup subtree, one pid a line.
+subtree_pids() {
+	find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+}
+
+uid_of() { awk '/^Uid:/ {print $2, $3, $4, $5}' "/proc/$1/status" 2>/dev/null; }
+
+# The shipped configuration runs no worker as root: every process in the
+# workers' leaves is the config's user, _corral.
+check_workers_not_root() {
+	need_active || return 1
+	local want p n=0 cg
+	want=$(id -u _corral) || fail "no _corral user" || return 1
+	grep -q '"user": *"_corral"' "$CONF" || fail "$CONF does not name _corral" || return 1
+	cg=$(unit_cg)
+	# shellcheck disable=SC2013 # pids, one a word
+	for p in $(cat "$cg"/workers/*/w*/cgroup.procs); do
+		n=$((n + 1))
+		[ "$(uid_of "$p")" = "$want $want $want $want" ] ||
+			fail "worker process $p runs as uid '$(uid_of "$p")', want $want (_corral)" || return 1
+	done
+	[ "$n" -ge 2 ] || fail "$n processes in the worker leaves, want at least 2"
 }
 
 # The listener must be the one systemd created: exactly one LISTEN socket on
@@ -467,6 +520,72 @@ check_watchdog_workers() {
 	return 0
 }
 
+# The listening socket's inode on 127.0.0.1:PORT, or nothing.
+listen_inode() {
+	awk -v a="0100007F:$(printf '%04X' "$1")" '$2 == a && $4 == "0A" {print $10}' /proc/net/tcp
+}
+
+# load_count FILE [FIELD]: a figure of load.py's report (default: requests).
+load_count() { jq -r ".${2:-requests}" "$1" 2>/dev/null || echo 0; }
+
+# An upgrade that drops nothing: `apt install` of a newer package while four
+# clients send requests. The package restarts a running corral.service
+# (try-restart) and leaves corral.socket alone; corrald drains its workers,
+# the kernel queues what arrives meanwhile on the kept socket, the new
+# corrald's workers take it. Every request must succeed.
+check_upgrade_under_load() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers before the upgrade" || return 1
+	local deb mp v0 ino0 out stop lp t0 n0 rc=0
+	deb=$(ls "$share"/deb/upgrade/corral_*.deb) || fail "no upgrade package on the share" || return 1
+	cp "$deb" /root/ && deb=/root/$(basename "$deb")
+	mp=$(main_pid)
+	v0=$(dpkg-query -W -f '${Version}' corral)
+	ino0=$(listen_inode 8080)
+	out=$(mktemp)
+	stop=$(mktemp -u)
+	python3 "$share/guest/load.py" http://127.0.0.1:8080/light "$stop" 300 "$out" 4 &
+	lp=$!
+	wait_until 30 sh -c "[ \$(jq -r .requests $out 2>/dev/null || echo 0) -ge 100 ]" ||
+		{ fail "the load did not get going: $(cat "$out" 2>/dev/null)"; rc=1; }
+	t0=$SECONDS
+	if [ "$rc" -eq 0 ] && ! DEBIAN_FRONTEND=noninteractive timeout 300 \
+		apt-get install -y --no-install-recommends "$deb" > "$share/apt-upgrade.log" 2>&1; then
+		fail "apt install of $(basename "$deb") failed: $(tail -n 1 "$share/apt-upgrade.log")"
+		rc=1
+	fi
+	local took=$((SECONDS - t0))
+	if [ "$rc" -eq 0 ] && ! wait_until 120 sh -c "[ \$(systemctl show -p MainPID --value $UNIT) != $mp ] &&
+		systemctl is-active -q $UNIT"; then
+		fail "corral.service was not restarted by the upgrade (MainPID $(main_pid))"
+		rc=1
+	fi
+	if [ "$rc" -eq 0 ] && ! wait_until 60 all_ready 2; then
+		fail "not 2 ready workers after the upgrade"
+		rc=1
+	fi
+	# Some load on the new workers too, then stop it.
+	n0=$(load_count "$out")
+	wait_until 30 sh -c "[ \$(jq -r .requests $out) -ge $((n0 + 100)) ]"
+	touch "$stop"
+	wait "$lp"
+	rm -f "$stop"
+	local req failed longest
+	req=$(load_count "$out")
+	failed=$(load_count "$out" failed)
+	longest=$(load_count "$out" longest_ms)
+	echo "load: $(cat "$out")"
+	echo "# upgrade-under-load: $v0 -> $(dpkg-query -W -f '${Version}' corral) (apt ${took} s), $req requests, $failed failed, longest ${longest} ms" >&3
+	[ "$rc" -eq 0 ] || return 1
+	[ "$(dpkg-query -W -f '${Version}' corral)" != "$v0" ] || fail "the version is still $v0" || return 1
+	[ "$(corrald --version)" = "corrald $(dpkg-query -W -f '${Version}' corral)" ] ||
+		fail "corrald --version says '$(corrald --version)' after the upgrade" || return 1
+	[ "$(listen_inode 8080)" = "$ino0" ] ||
+		fail "the listening socket changed across the upgrade ($ino0 -> $(listen_inode 8080))" || return 1
+	[ "$req" -ge 200 ] || fail "only $req requests during the upgrade" || return 1
+	[ "$failed" -eq 0 ] || fail "$failed of $req requests failed across the upgrade: $(jq -c .errors "$out")"
+}
+
 STOP_PIDS=''
 STOP_CG=''
 check_stop_clean() {
@@ -499,14 +618,23 @@ check_stop_leaves() {
 	[ -z "$leaves" ] || fail "worker leaves left after stop: $leaves"
 }
 
-# corral@8081: the template pair, side by side with corral.service's socket.
+# corral@shop: one unit per app, as docs/systemd.md's recipe has it: the
+# app's config /etc/corral/shop.json names its own user (made by a
+# sysusers.d line), a drop-in gives the socket its address; side by side
+# with corral.service's socket.
 check_template_instance() {
-	local inst=corral@8081 cfg hdr rc=0
+	local inst=corral@shop cfg hdr rc=0 p shop
 	# systemctl cat shows the template: expand its %i by hand.
-	cfg=$(systemctl cat "$inst.service" | sed -n 's/^AssertPathExists=//p' | sed 's/%i/8081/g')
-	[ -n "$cfg" ] || fail "no AssertPathExists= in $inst.service" || return 1
-	mkdir -p "$(dirname "$cfg")"
-	echo '{"workers": 1, "memory-max": "32M"}' > "$cfg"
+	cfg=$(systemctl cat "$inst.service" | sed -n 's/^AssertPathExists=//p' | sed 's/%i/shop/g')
+	[ "$cfg" = /etc/corral/shop.json ] || fail "AssertPathExists= of $inst.service is '$cfg'" || return 1
+	mkdir -p /etc/sysusers.d
+	echo 'u shop - "the shop app" /nonexistent' > /etc/sysusers.d/shop.conf
+	systemd-sysusers /etc/sysusers.d/shop.conf
+	shop=$(id -u shop) || fail "systemd-sysusers made no user shop" || return 1
+	echo '{"workers": 1, "memory-max": "32M", "user": "shop"}' > "$cfg"
+	mkdir -p "/etc/systemd/system/$inst.socket.d"
+	printf '[Socket]\nListenStream=127.0.0.1:8081\n' > "/etc/systemd/system/$inst.socket.d/listen.conf"
+	systemctl daemon-reload
 	if ! timeout 90 systemctl start "$inst.socket" "$inst.service"; then
 		fail "systemctl start $inst failed: $(systemctl show -p Result --value "$inst.service")"
 		rc=1
@@ -516,14 +644,93 @@ check_template_instance() {
 		echo "$hdr" | head -n 1 | grep -q ' 200' || { fail "GET :8081/light did not answer 200"; rc=1; }
 	fi
 	if [ "$rc" -eq 0 ]; then
-		CTL=/run/corral-8081/control.sock
-		[ "$(ready_pids | grep -c .)" -eq 1 ] || { fail "no ready worker on /run/corral-8081/control.sock"; rc=1; }
+		CTL=/run/corral-shop/control.sock
+		p=$(ready_pids)
 		CTL=/run/corral/control.sock
+		if [ "$(echo "$p" | grep -c .)" -ne 1 ]; then
+			fail "no ready worker on /run/corral-shop/control.sock"
+			rc=1
+		elif [ "$(uid_of "$p")" != "$shop $shop $shop $shop" ]; then
+			fail "the shop worker $p runs as uid '$(uid_of "$p")', want $shop (shop)"
+			rc=1
+		fi
+	fi
+	if [ "$rc" -eq 0 ]; then
+		local score
+		score=$(exposure "$inst.service")
+		echo "# exposure of the installed $inst.service: $score" >&3
+		awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s != "" && s <= m) }' ||
+			{ fail "systemd-analyze security $inst.service: '$score', above $MAX_EXPOSURE"; rc=1; }
 	fi
 	journalctl -u "$inst.service" -n 20 --no-pager
 	timeout 60 systemctl stop "$inst.service" "$inst.socket"
-	rm -f "$cfg"
+	rm -rf "$cfg" "/etc/systemd/system/$inst.socket.d"
+	systemctl daemon-reload
 	return "$rc"
+}
+
+# corrald without root on cgroup v2: the package's drop-in
+# (/usr/share/corral/unprivileged.conf) runs it as _corral with no
+# capability; Delegate=yes gives it the unit's subtree.
+UNPRIV_LINK=/etc/systemd/system/corral.service.d/unprivileged.conf
+check_unpriv_start() {
+	ln -sf /usr/share/corral/unprivileged.conf "$UNPRIV_LINK"
+	systemctl daemon-reload
+	timeout 150 systemctl restart corral.socket "$UNIT" ||
+		fail "systemctl restart with the unprivileged drop-in failed: $(systemctl show -p Result --value "$UNIT")" ||
+		return 1
+	wait_until 60 all_ready 2 || fail "not 2 ready workers as _corral" || return 1
+	local want
+	want=$(id -u _corral)
+	[ "$(uid_of "$(main_pid)")" = "$want $want $want $want" ] ||
+		fail "corrald runs as uid '$(uid_of "$(main_pid)")', want $want (_corral)" || return 1
+	[ $((0x$(sed -n 's/^CapEff:[[:space:]]*//p' "/proc/$(main_pid)/status"))) = 0 ] ||
+		fail "corrald as _corral holds capabilities: $(grep ^Cap "/proc/$(main_pid)/status" | tr '\n' ' ')" ||
+		return 1
+	local score
+	score=$(exposure "$UNIT")
+	echo "# exposure of the installed $UNIT with the unprivileged drop-in: $score" >&3
+	awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s != "" && s <= m) }' ||
+		fail "systemd-analyze security $UNIT (unprivileged): '$score', above $MAX_EXPOSURE"
+}
+
+# Nothing in the unit's cgroup runs as root, nor holds a capability.
+check_unpriv_no_root() {
+	need_active || return 1
+	local p n=0 u
+	for p in $(subtree_pids "$(unit_cg)"); do
+		n=$((n + 1))
+		u=$(uid_of "$p")
+		[ -n "$u" ] || continue # gone meanwhile
+		case " $u " in *" 0 "*) fail "process $p ($(cat "/proc/$p/comm")) runs as uid '$u'"; return 1 ;; esac
+		[ $((0x$(sed -n 's/^CapEff:[[:space:]]*//p' "/proc/$p/status"))) = 0 ] ||
+			fail "process $p holds capabilities" || return 1
+	done
+	[ "$n" -ge 3 ] || fail "$n processes in the unit's cgroup, want corrald and 2 workers"
+}
+
+# The workers are limited as under root: their own leaves, memory.max set
+# by corrald as _corral.
+check_unpriv_leaves() {
+	check_supervisor_leaf && check_worker_leaves
+}
+
+# A worker's kernel OOM kill is classified by the unprivileged corrald, and
+# the worker replaced.
+check_unpriv_oom() {
+	need_active || return 1
+	grow_until oom-own-limit 16 ||
+		fail "no oom-own-limit in history: $(ctl '{"cmd":"history"}' | jq -c '[.history[] | .category]')" || return 1
+	local pid
+	pid=$(history_pid oom-own-limit)
+	active || fail "corral.service is $(systemctl is-active "$UNIT") after the OOM kill" || return 1
+	wait_until 30 all_ready 2 "$pid" || fail "the OOM-killed worker $pid was not replaced"
+}
+
+check_unpriv_back() {
+	rm -f "$UNPRIV_LINK"
+	systemctl daemon-reload
+	timeout 120 systemctl stop "$UNIT" corral.socket || fail "stop after the unprivileged checks failed"
 }
 
 setup
@@ -534,6 +741,8 @@ check priority check_priority
 check supervisor-leaf check_supervisor_leaf
 check worker-leaves check_worker_leaves
 check hardening check_hardening
+check security-score check_security_score
+check workers-not-root check_workers_not_root
 check socket-activation check_socket_activation
 check oom-own-history check_oom_own_history
 check oom-own-journal check_oom_own_journal
@@ -547,8 +756,14 @@ check reload-active check_reload_active
 check watchdog-restart check_watchdog_restart
 check watchdog-journal check_watchdog_journal
 check watchdog-workers check_watchdog_workers
+check upgrade-under-load check_upgrade_under_load
 check stop-clean check_stop_clean
 check stop-no-processes check_stop_no_processes
 check stop-leaves check_stop_leaves
 check template-instance check_template_instance
+check unpriv-start check_unpriv_start
+check unpriv-no-root check_unpriv_no_root
+check unpriv-leaves check_unpriv_leaves
+check unpriv-oom check_unpriv_oom
+check unpriv-back check_unpriv_back
 systemctl stop corral.socket
