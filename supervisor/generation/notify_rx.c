@@ -2,6 +2,7 @@
 #include "notify_rx.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,36 @@ static const char *base_dir(void)
     return "/tmp";
 }
 
+/* Whether uid/gid (no supplementary groups: a worker has none) may search
+ * every directory above path; else the first that stops it, in *bad. */
+static bool reachable(const char *path, uid_t uid, gid_t gid, char *bad, size_t size,
+                      struct stat *bad_st)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+        return true; /* not ours to judge */
+    for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        struct stat st;
+        if (stat(dir, &st) == 0) {
+            bool ok = uid == 0 || (st.st_uid == uid ? (st.st_mode & S_IXUSR)
+                                   : st.st_gid == gid ? (st.st_mode & S_IXGRP)
+                                                      : (st.st_mode & S_IXOTH));
+            if (!ok) {
+                snprintf(bad, size, "%s", dir);
+                *bad_st = st;
+                return false;
+            }
+        }
+        if (slash == dir)
+            break;
+    }
+    return true;
+}
+
 int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper *reaper,
                       const struct cr_gen_sink *sink, const struct cr_notify_rx_opts *o)
 {
@@ -176,6 +207,19 @@ int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper
         (chmod(rx->addr, 0600) < 0 || chown(rx->addr, o->uid, o->gid) < 0 || chown(dir, (uid_t)-1, o->gid) < 0 ||
          chmod(dir, 0710) < 0))
         r = -errno;
+    /* A parent the workers cannot search (a unit's RuntimeDirectoryMode=0750
+     * under root) silences them: every readiness would be assumed, every
+     * heartbeat and heap report lost. Say so, once, at start. */
+    char bad[PATH_MAX];
+    struct stat bad_st;
+    if (r >= 0 && o->chown && !reachable(dir, o->uid, o->gid, bad, sizeof(bad), &bad_st))
+        cr_log(CR_LOG_WARNING,
+               "workers (uid %u gid %u) cannot reach the notify socket %s: %s is mode %04o, "
+               "owner %u:%u; their READY=1, heartbeats and heap reports will not arrive (let "
+               "them search it, e.g. RuntimeDirectoryMode=0711)",
+               (unsigned)o->uid, (unsigned)o->gid, rx->addr, bad,
+               (unsigned)(bad_st.st_mode & 07777), (unsigned)bad_st.st_uid,
+               (unsigned)bad_st.st_gid);
     if (r >= 0 && (r = uv_poll_init(loop, &rx->poll, rx->fd)) == 0) {
         rx->poll.data = rx;
         uv_timer_init(loop, &rx->batch);

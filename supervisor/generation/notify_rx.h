@@ -29,15 +29,17 @@ struct cr_notify_rx {
 
 struct cr_notify_rx_opts {
     bool by_cgroup;
-    bool chown; /* the workers run as another user: they own the socket and directory */
+    bool chown; /* the workers run as another user: they own the socket, their group may
+                 * search the directory */
     uid_t uid;
     gid_t gid;
     bool (*busy)(void *ctx);
     void *busy_ctx;
 };
 
-/* Creates the socket in a private 0700 directory (owned by the workers'
- * user under --user) and starts polling it. -errno. */
+/* Creates the socket in a private 0700 directory (0710 with the workers'
+ * group under --user, the socket theirs) and starts polling it; warns when
+ * a parent directory keeps the workers' user from reaching it. -errno. */
 int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper *reaper,
                       const struct cr_gen_sink *sink, const struct cr_notify_rx_opts *o);
 /* Closes the handles (the end of the loop). */

@@ -46,10 +46,28 @@ def need_root():
         sys.exit(SKIP)
 
 
+_LIB = None
+
+
+def client_lib():
+    """A world-readable copy of the shared harness for the client: the
+    checkout itself may be unreadable to uid 65534 (a clone under /root)."""
+    global _LIB
+    if _LIB is None:
+        import atexit
+        import tempfile
+        _LIB = tempfile.mkdtemp(prefix="corral-authlib-")
+        os.chmod(_LIB, 0o755)
+        shutil.copy(os.path.join(ct.LIB, "corraltest.py"), _LIB)
+        os.chmod(os.path.join(_LIB, "corraltest.py"), 0o644)
+        atexit.register(shutil.rmtree, _LIB, True)
+    return _LIB
+
+
 def as_nobody(sock, gid=NOBODY, groups=None):
     grouping = ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
     out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % gid] + grouping +
-                         [sys.executable, "-c", CLIENT, sock, ct.LIB],
+                         [sys.executable, "-c", CLIENT, sock, client_lib()],
                          capture_output=True, text=True, timeout=20)
     check(out.returncode == 0, "client failed: %s" % out.stderr)
     return json.loads(out.stdout)

@@ -9,6 +9,7 @@
 - The environment: corrald's minus a deny-list plus --env, or only
   --pass-env's names; corral's own variables always.
 """
+import contextlib
 import errno
 import os
 import re
@@ -117,8 +118,12 @@ def test_unit_capabilities():
         ct.skip("no setpriv")
     out = tempfile.mktemp(prefix="corral-env-")
     cmd = ["/bin/sh", "-c", f'echo "$NOTIFY_SOCKET" > {out}; exec {ct.WORKER}']
+    # The unit's runtime directory: root's, RuntimeDirectoryMode=0711.
+    rt = tempfile.mkdtemp(prefix="corral-rt-")
+    os.chmod(rt, 0o711)
     with h.optional_cgroup("caps") as cg, \
-            h.corrald("--user", "nobody", workers=2, cgroups=h.rel(cg), command=cmd,
+            h.corrald("--user", "nobody", "--ready", "notify", workers=2, cgroups=h.rel(cg),
+                      command=cmd, env={"RUNTIME_DIRECTORY": rt},
                       prefix=["setpriv", "--bounding-set", UNIT_CAPS, "--"], name="caps") as c:
         with open(f"/proc/{c.proc.pid}/status") as f:
             eff = int(re.search(r"^CapEff:\s+(\w+)", f.read(), re.M).group(1), 16)
@@ -129,8 +134,12 @@ def test_unit_capabilities():
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, NOBODY, 0o710), st
         st = os.stat(path)
         assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (NOBODY, 0o600), st
+        assert path.startswith(rt + "/"), path
         for pid in c.live_pids():
             assert proc_ids(pid)["Uid"] == [str(NOBODY)] * 4
+        # They were heard: READY=1 (--ready notify), nothing assumed.
+        assert not any(w.get("unannounced") for w in c.status()["workers"]), c.status()
+        assert "cannot reach the notify socket" not in c.log(), c.log()
         victim = c.live_pids()[0]
         os.kill(victim, 9)
         ct.wait_for(lambda: len(c.live_pids()) == 2 and victim not in c.live_pids(), 15,
@@ -138,6 +147,31 @@ def test_unit_capabilities():
         assert c.stop() == 0
         assert not os.path.exists(d), f"{d} left after the stop: {os.listdir(d)}"
     os.unlink(out)
+    os.rmdir(rt)
+
+
+def test_notify_parent_unreachable():
+    """A runtime directory the workers cannot search (root's 0750, what a
+    unit's RuntimeDirectoryMode=0750 makes) would silence them: corrald
+    says so at start, naming the directory."""
+    need_root()
+    rt = tempfile.mkdtemp(prefix="corral-rt-")
+    os.chmod(rt, 0o750)
+    with contextlib.ExitStack() as done:
+        done.callback(shutil.rmtree, rt, True)
+        unreachable(rt)
+
+
+def unreachable(rt):
+    with h.corrald("--user", "nobody", workers=1, env={"RUNTIME_DIRECTORY": rt},
+                   name="unreach") as c:
+        log = c.log()
+        assert f"cannot reach the notify socket {rt}/corral-notify." in log, log
+        assert f"{rt} is mode 0750, owner 0:0" in log, log
+        # Silent, the worker is assumed ready after the quiet period.
+        assert all(w.get("unannounced") for w in c.status()["workers"]), c.status()
+        assert c.stop() == 0
+    os.rmdir(rt)  # nothing left behind
 
 
 def test_unknown_user():
