@@ -38,3 +38,12 @@ int cr_priority_cap_nice(int nice)
     rl.rlim_max = (rlim_t)max;
     return setrlimit(RLIMIT_NICE, &rl) < 0 ? errno : 0;
 }
+
+int cr_priority_cap_nice_here(void)
+{
+    /* The raw call returns 20 - nice (1 to 40), no errno ambiguity. */
+    long raw = syscall(SYS_getpriority, PRIO_PROCESS, 0);
+    if (raw < 0)
+        return errno;
+    return cr_priority_cap_nice(20 - (int)raw);
+}

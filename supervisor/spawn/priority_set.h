@@ -38,3 +38,7 @@ static inline bool cr_priority_capped_rlimit(int nice, unsigned long long *cur,
  * already allows no more. Lowering a limit needs no privilege.
  * Async-signal-safe. Returns 0 or an errno. */
 int cr_priority_cap_nice(int nice);
+
+/* cr_priority_cap_nice at the calling thread's own nice, whatever set it.
+ * Async-signal-safe. Returns 0 or an errno. */
+int cr_priority_cap_nice_here(void);

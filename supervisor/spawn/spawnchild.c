@@ -204,12 +204,14 @@ void cr_spawn_child_finish(const struct cr_spawn_child *c, const char *path, cha
         err = errno;
     /* corrald runs above its workers (priority.h); a worker gets the nice
      * corrald was started with and the kernel's default slice. Lowering
-     * one's own priority needs no privilege. Where corrald got its nice
-     * from RLIMIT_NICE (a unit's LimitNICE=, no CAP_SYS_NICE), the worker
-     * inherits that limit: it is lowered, so a worker cannot climb back
-     * over corrald. */
-    if (!err && c->set_sched && (err = cr_priority_set_self(c->nice, 0)) == 0)
-        err = cr_priority_cap_nice(c->nice);
+     * one's own priority needs no privilege. A unit's LimitNICE= (corrald's
+     * nice without CAP_SYS_NICE) is inherited: the worker's RLIMIT_NICE is
+     * lowered to the nice it runs at, raised or not (priority-boost 0, a
+     * raise that failed), so no worker can climb over corrald. */
+    if (!err && c->set_sched)
+        err = cr_priority_set_self(c->nice, 0);
+    if (!err)
+        err = cr_priority_cap_nice_here();
     /* A credential change clears the parent-death signal: arm it again. */
     if (!err && c->set_ids && (err = drop_ids(c->uid, c->gid)) == 0)
         err = die_with_parent(c->ppid);

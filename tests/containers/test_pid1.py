@@ -8,9 +8,7 @@ container engine starts it.
   reaping: a worker that forks (`sh -c '(sleep 2 &); exec corral-worker'`)
            leaves an orphan that is re-parented to PID 1; once it exits it
            must be reaped, not left as a zombie, across the worker's deaths
-           too. DISABLED UNTIL PID-1 REAPING LANDS (issue 14 item 2: the
-           child-subreaper work in the core): registered in meson.build with
-           should_fail: true; flip that to false when the reaping is merged.
+           too.
 
 Exit 0 = pass, 77 = skip, anything else = fail."""
 import contextlib

@@ -96,10 +96,11 @@ def test_user_other_refused_without_root():
     """Without root, any other user is refused at start-up, by name."""
     need_root()
     try:
-        ct.Corrald("--user", "0", workers=1, preexec=as_nobody, name="oth")
+        c = ct.Corrald("--user", "0", workers=1, preexec=as_nobody, name="oth")
     except AssertionError as e:
         assert "cannot switch workers to uid 0" in str(e), e
     else:
+        c.close()
         raise AssertionError("a corrald running as nobody accepted --user 0")
 
 

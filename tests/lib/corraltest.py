@@ -438,8 +438,12 @@ class Corrald:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            log = self.log()[-3000:]
+            with contextlib.suppress(Exception):
+                self.log_file.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
             if isinstance(e, AssertionError):
-                raise AssertionError(f"{e}\ncorrald's log:\n{self.log()[-3000:]}") from None
+                raise AssertionError(f"{e}\ncorrald's log:\n{log}") from None
             raise
 
     def _come_up(self, workers, wait_ready, ready_timeout):
@@ -561,7 +565,7 @@ class Corrald:
 def pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
+            return f.read().rpartition(") ")[2][:1] not in ("Z", "")
     # ProcessLookupError: reaped between the open and the read
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False

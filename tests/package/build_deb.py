@@ -30,7 +30,12 @@ import subprocess
 import sys
 import time
 
-TOOLS = ('debhelper', 'dpkg-dev', 'lintian', 'meson')
+# What the package is made with: the packaging tools, the compiler and the
+# libraries its dependencies (shlibs, substvars) are computed from. Any
+# version change is a new build.
+TOOLS = ('debhelper', 'dpkg-dev', 'lintian', 'meson', 'gcc', 'libc6-dev', 'libuv1-dev',
+         'libsystemd-dev', 'libcgroup-dev', 'libcjson-dev', 'libssl-dev', 'libhttp-parser-dev',
+         'libllhttp-dev', 'libcmocka-dev', 'scdoc', 'systemd-dev')
 
 
 def log(msg):
@@ -147,7 +152,7 @@ def build(source_root, out, suffix=''):
         log(f'dpkg-buildpackage -us -uc -b of corral {version} ({len(files)} files; '
             f'log: {buildlog})')
         t0 = time.monotonic()
-        if run(['dpkg-buildpackage', '-us', '-uc', '-b'], tree, buildlog, 1200) != 0:
+        if run(['dpkg-buildpackage', '-us', '-uc', '-b'], tree, buildlog, 600) != 0:
             sys.stdout.write(tail(buildlog))
             raise RuntimeError(f'dpkg-buildpackage failed (log: {buildlog})')
         log(f'built in {time.monotonic() - t0:.1f} s')
@@ -157,7 +162,7 @@ def build(source_root, out, suffix=''):
         lint = os.path.join(work, 'lintian.txt')
         t0 = time.monotonic()
         rc = run(['lintian', '--pedantic', '--info', '--display-experimental',
-                  '--fail-on', 'error,warning', changes[0]], work, lint, 600)
+                  '--fail-on', 'error,warning', changes[0]], work, lint, 240)
         log(f'lintian exit {rc} in {time.monotonic() - t0:.1f} s:')
         with open(lint) as f:
             sys.stdout.write(f.read())

@@ -11,7 +11,10 @@ error or warning, then checks what lintian does not know about corral:
   and /etc/corral/corral.json is its only conffile;
 - the package's version is the one `corrald --version` prints;
 - corral-worker's dlopen()ed libcrypto is a dependency;
-- the postinst makes the _corral user and starts no unit;
+- the postinst, run with stubs for the tools it calls, makes the _corral
+  user and enables or starts no unit on an install, try-restarts
+  corral.service on an upgrade; the prerm stops corral on a removal only;
+- every unit's Documentation= file is in the package;
 - the shipped config runs workers as _corral, not root;
 - the programs are built hardened (PIE, full RELRO, BIND_NOW, fortified);
 - `systemd-analyze security --offline=true` rates the packaged
@@ -78,6 +81,67 @@ def unit_dir(root):
         if os.path.exists(os.path.join(root, d, 'corral.service')):
             return os.path.join(root, d)
     return None
+
+
+STUB = """#!/bin/sh
+echo "${0##*/} $*" >> "$CALLS"
+case "${0##*/} $* " in
+"deb-systemd-helper "*" was-enabled "*) exit 1 ;;  # a fresh install: never enabled
+esac
+exit 0
+"""
+
+
+def maintscript_calls(ctrl, script, *args):
+    """Runs the package's maintainer script with the tools it calls
+    (deb-systemd-helper, deb-systemd-invoke, systemctl, systemd-sysusers)
+    replaced by stubs that record their arguments, under a private /run
+    that has /run/systemd/system (a systemd host). Returns the calls."""
+    with tempfile.TemporaryDirectory(prefix='corral-maint-') as stubs:
+        for tool in ('deb-systemd-helper', 'deb-systemd-invoke', 'systemctl', 'systemd-sysusers'):
+            with open(os.path.join(stubs, tool), 'w') as f:
+                f.write(STUB)
+            os.chmod(os.path.join(stubs, tool), 0o755)
+        calls = os.path.join(stubs, 'calls')
+        open(calls, 'w').close()
+        env = dict(os.environ, PATH=stubs + ':' + os.environ['PATH'], CALLS=calls)
+        env.pop('DPKG_ROOT', None)
+        proc = subprocess.run(
+            ['unshare', '--mount', '--propagation', 'private', 'sh', '-ec',
+             'mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && exec sh "$@"', 'sh',
+             os.path.join(ctrl, script)] + list(args),
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        check(proc.returncode == 0, f'{script} {" ".join(args)} exits 0: {proc.stdout.strip()}')
+        with open(calls) as f:
+            return f.read().splitlines()
+
+
+def check_postinst(ctrl):
+    """On a fresh install the postinst makes the user and enables or starts
+    nothing; on an upgrade it try-restarts corral.service and starts
+    nothing either."""
+    if os.geteuid() != 0 or shutil.which('unshare') is None:
+        print('postinst not run: needs root and unshare (a private /run)')
+        return
+    fresh = maintscript_calls(ctrl, 'postinst', 'configure', '')
+    print('postinst configure (fresh):', fresh)
+    check(any(c.startswith('systemd-sysusers ') and 'corral.conf' in c for c in fresh),
+          'a fresh install runs systemd-sysusers corral.conf (the _corral user)')
+    bad = [c for c in fresh if re.match(r'deb-systemd-invoke (start|restart|try-restart)\b', c) or
+           re.match(r'deb-systemd-helper enable\b', c) or re.match(r'systemctl .*\b(start|enable)\b', c)]
+    check(not bad, f'a fresh install enables and starts nothing: {bad}')
+    up = maintscript_calls(ctrl, 'postinst', 'configure', '0.0.1')
+    print('postinst configure 0.0.1 (upgrade):', up)
+    check('deb-systemd-invoke try-restart corral.service' in up,
+          'an upgrade try-restarts corral.service')
+    bad = [c for c in up if re.match(r'deb-systemd-invoke (start|restart|stop)\b', c) or
+           re.match(r'deb-systemd-helper enable\b', c)]
+    check(not bad, f'an upgrade starts, stops or enables nothing else: {bad}')
+    pre = maintscript_calls(ctrl, 'prerm', 'upgrade', '0.0.2')
+    check(not any('stop' in c for c in pre), f'the prerm of an upgrade stops nothing: {pre}')
+    pre = maintscript_calls(ctrl, 'prerm', 'remove')
+    check('deb-systemd-invoke stop corral.service corral.socket' in pre,
+          f'the prerm of a removal stops corral: {pre}')
 
 
 def exposure(unit_path):
@@ -223,7 +287,13 @@ def main():
         udir = unit_dir(root)
         check(udir is not None, 'the units are in the package')
         for u in UNITS:
-            check(udir is not None and os.path.isfile(os.path.join(udir, u)), f'{u} is in the package')
+            if not check(udir is not None and os.path.isfile(os.path.join(udir, u)),
+                         f'{u} is in the package'):
+                continue
+            with open(os.path.join(udir, u)) as f:
+                for doc in re.findall(r'^Documentation=file://(\S+)', f.read(), re.M):
+                    check(os.path.isfile(os.path.join(root, doc.lstrip('/'))),
+                          f'{u}: its Documentation= {doc} is in the package')
         with open(os.path.join(ctrl, 'conffiles')) as f:
             conffiles = f.read().split()
         check(conffiles == ['/etc/corral/corral.json'],
@@ -240,12 +310,7 @@ def main():
             said = out([os.path.join(root, prog), '--version']).strip()
             check(said == f'{name} {version}', f'{name} --version says "{said}", want "{name} {version}"')
 
-        with open(os.path.join(ctrl, 'postinst')) as f:
-            postinst = f.read()
-        check('systemd-sysusers' in postinst and 'corral.conf' in postinst,
-              'the postinst makes the sysusers.d user (systemd-sysusers corral.conf)')
-        check(re.search(r'deb-systemd-invoke\s+(start|restart)\b', postinst) is None,
-              'the postinst starts no unit (only try-restart on an upgrade)')
+        check_postinst(ctrl)
         with open(os.path.join(root, 'usr/lib/sysusers.d/corral.conf')) as f:
             check(re.search(r'^u _corral ', f.read(), re.M) is not None,
                   'sysusers.d makes the system user _corral')

@@ -372,6 +372,12 @@ static void cap_nice(void)
     CHECK(cr_priority_cap_nice(-10) == 0);
     CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
     CHECK(rl.rlim_cur == cur && rl.rlim_max == max);
+    /* At the thread's own nice: 5 here, so at most 15. */
+    CHECK(setpriority(PRIO_PROCESS, 0, 5) == 0);
+    CHECK(cr_priority_cap_nice_here() == 0);
+    CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+    CHECK(rl.rlim_cur <= 15 && rl.rlim_max <= 15);
+    CHECK(rl.rlim_cur == (cur < 15 ? cur : 15) && rl.rlim_max == (max < 15 ? max : 15));
 }
 
 static void test_cap_nice(void **state)

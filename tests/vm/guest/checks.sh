@@ -2,8 +2,8 @@
 # corral under a real systemd with cgroup v2: the guest-side checks.
 #   checks.sh SHARE
 # Each check appends "ok <name>" or "not ok <name>: why" to SHARE/results.txt;
-# the names are listed, in order, in checks.list (the host fails on a missing
-# one). A trace of every command goes to SHARE/checks.log.
+# the host reads the names, in order, from the check calls at the end of this
+# file and fails on a missing one. A trace of every command goes to SHARE/checks.log.
 #
 # The checks run in sequence against one corral.service; a check that needs
 # a running service fails fast when it is not running, so one broken step
@@ -520,6 +520,27 @@ check_watchdog_workers() {
 	return 0
 }
 
+# The workers of the shipped config (another user than corrald) are heard:
+# none is ready by assumption, each has sent a report, and corrald did not
+# warn that they cannot reach the notify socket.
+# heard N: N ready workers on $CTL, none of them ready by assumption.
+heard() {
+	ctl '{"cmd":"status"}' | jq -e --argjson n "$1" '[.workers[] | select(.state == "ready")] |
+		length == $n and all(.unannounced | not)' > /dev/null
+}
+
+check_workers_heard() {
+	need_active || return 1
+	wait_until 30 heard 2 ||
+		fail "workers not heard: $(ctl '{"cmd":"status"}' | jq -c '[.workers[] | {pid, state, unannounced}]')" ||
+		return 1
+	if journalctl -u "$UNIT" -o cat --no-pager | grep -q 'cannot reach the notify socket'; then
+		fail "$(journalctl -u "$UNIT" -o cat --no-pager | grep -m1 'cannot reach the notify socket')"
+		return 1
+	fi
+	journalctl -u "$UNIT" -o cat --no-pager | grep ' ready: ' | tail -n 2
+}
+
 # The listening socket's inode on 127.0.0.1:PORT, or nothing.
 listen_inode() {
 	awk -v a="0100007F:$(printf '%04X' "$1")" '$2 == a && $4 == "0A" {print $10}' /proc/net/tcp
@@ -645,6 +666,7 @@ check_template_instance() {
 	fi
 	if [ "$rc" -eq 0 ]; then
 		CTL=/run/corral-shop/control.sock
+		wait_until 30 heard 1 || { fail "the shop worker was not heard (READY=1) by corrald"; rc=1; }
 		p=$(ready_pids)
 		CTL=/run/corral/control.sock
 		if [ "$(echo "$p" | grep -c .)" -ne 1 ]; then
@@ -672,7 +694,7 @@ check_template_instance() {
 # corrald without root on cgroup v2: the package's drop-in
 # (/usr/share/corral/unprivileged.conf) runs it as _corral with no
 # capability; Delegate=yes gives it the unit's subtree.
-UNPRIV_LINK=/etc/systemd/system/corral.service.d/unprivileged.conf
+UNPRIV_LINK=/etc/systemd/system/corral.service.d/00-unprivileged.conf
 check_unpriv_start() {
 	ln -sf /usr/share/corral/unprivileged.conf "$UNPRIV_LINK"
 	systemctl daemon-reload
@@ -743,6 +765,7 @@ check worker-leaves check_worker_leaves
 check hardening check_hardening
 check security-score check_security_score
 check workers-not-root check_workers_not_root
+check workers-heard check_workers_heard
 check socket-activation check_socket_activation
 check oom-own-history check_oom_own_history
 check oom-own-journal check_oom_own_journal
@@ -763,6 +786,7 @@ check stop-leaves check_stop_leaves
 check template-instance check_template_instance
 check unpriv-start check_unpriv_start
 check unpriv-no-root check_unpriv_no_root
+check unpriv-heard check_workers_heard
 check unpriv-leaves check_unpriv_leaves
 check unpriv-oom check_unpriv_oom
 check unpriv-back check_unpriv_back

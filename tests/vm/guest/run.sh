@@ -46,7 +46,7 @@ fi
 # the engine is stopped before the systemd checks.
 timeout 900 /bin/bash "$share/guest/engine.sh" "$share"
 echo "# engine checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
-timeout 900 /bin/bash "$share/guest/checks.sh" "$share"
+timeout 600 /bin/bash "$share/guest/checks.sh" "$share"
 echo "# checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 timeout 300 /bin/bash "$share/guest/unit-tests.sh" "$share"
 echo "# unit tests exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
