@@ -100,6 +100,11 @@ int cr_cgroup_parse_proc_cgroup(const char *text, enum cr_cgroup_layout l, char 
  * ("+memory +pids +cpu", those of the three that are listed). -ENODEV when
  * memory is not listed, -ENOBUFS when ret is too small. */
 int cr_cgroup_parse_controllers(const char *text, char *ret, size_t size);
+/* CPU quotas as whole CPUs, rounded up (0.5 CPU → 1, 1.5 → 2); 0 = no
+ * quota. v2 cpu.max ("max 100000", "150000 100000"); v1 the texts of
+ * cpu.cfs_quota_us (-1 = none) and cpu.cfs_period_us. */
+int cr_cgroup_parse_cpu_max(const char *text, unsigned *ret_cpus);
+int cr_cgroup_parse_cfs(const char *quota_text, const char *period_text, unsigned *ret_cpus);
 /* Pure: the parent of a rel path ("/a/b" → "/a", "/a" → "/"); caller frees. */
 char *cr_cgroup_parent(const char *rel);
 
@@ -110,6 +115,13 @@ char *cr_cgroup_parent(const char *rel);
  * returns 0 with CR_CGROUP_NONE; every other function then fails -ENODEV.
  * The first call initializes libcgroup (once per process). */
 int cr_cgroup_detect(enum cr_cgroup_layout *ret, char **ret_mount);
+
+/* The smallest CPU quota over the calling process's group in the cpu
+ * controller's hierarchy (v1 or v2, wherever it is mounted) and its
+ * ancestors: *ret_cpus 0 when none is set or there is no cpu controller
+ * (not an error). ret_rel (may be NULL): the group that sets it (caller
+ * frees; NULL with no quota). */
+int cr_cgroup_cpu_quota(unsigned *ret_cpus, char **ret_rel);
 
 /* The memory-controller cgroup of pid (0 = self), as a rel path. */
 int cr_cgroup_of_pid(pid_t pid, char **ret_rel);

@@ -203,6 +203,50 @@ static void test_parent_and_names(void **state)
     assert_null(cr_cgroup_layout_to_string(_CR_CGROUP_LAYOUT_MAX));
 }
 
+/* CPU quotas: whole CPUs rounded up, "max" and v1's -1 as none. The v1
+ * files were read off a Linux 6.18 host (root, and a group given 150000
+ * of a 100000 µs period); the v2 ones are in the kernel's format. */
+static void test_cpu_quota(void **state)
+{
+    unsigned n = 99;
+    (void)state;
+    assert_int_equal(cr_cgroup_parse_cpu_max(slurp("v2/cpu.max"), &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(cr_cgroup_parse_cpu_max(slurp("v2/cpu.max.half"), &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cr_cgroup_parse_cpu_max(slurp("v2/cpu.max.limited"), &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cr_cgroup_parse_cpu_max("200000 100000\n", &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cr_cgroup_parse_cpu_max("200001 100000\n", &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(cr_cgroup_parse_cpu_max("1000 100000\n", &n), 0);
+    assert_int_equal(n, 1); /* a hundredth of a CPU still runs one worker */
+    assert_int_equal(cr_cgroup_parse_cpu_max("", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cpu_max("max\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cpu_max("100000 0\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cpu_max("100000 max\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cpu_max("1 2 3\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cpu_max("x 100000\n", &n), -EINVAL);
+
+    n = 99;
+    char quota[32], period[32];
+    snprintf(quota, sizeof quota, "%s", slurp("v1/cpu.cfs_quota_us.unlimited"));
+    snprintf(period, sizeof period, "%s", slurp("v1/cpu.cfs_period_us"));
+    assert_int_equal(cr_cgroup_parse_cfs(quota, period, &n), 0);
+    assert_int_equal(n, 0);
+    snprintf(quota, sizeof quota, "%s", slurp("v1/cpu.cfs_quota_us"));
+    assert_int_equal(cr_cgroup_parse_cfs(quota, period, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cr_cgroup_parse_cfs("100000\n", "100000\n", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cr_cgroup_parse_cfs("250000\n", "50000\n", &n), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(cr_cgroup_parse_cfs("-2\n", "100000\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cfs("100000\n", "0\n", &n), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_cfs(NULL, period, &n), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_proc_cgroup),
         cmocka_unit_test(test_controllers),
         cmocka_unit_test(test_parent_and_names),
+        cmocka_unit_test(test_cpu_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
