@@ -27,6 +27,7 @@
 #include "sd.h"
 #include "self.h"
 #include "status.h"
+#include "termlog.h"
 #include "supervisor.h"
 #include "view.h"
 #include "worker_notify.h"
@@ -40,6 +41,7 @@ struct wiring {
     struct cr_metrics_http *http;
     struct cr_sd *sd;
     struct cr_memwatch *mw;
+    struct cr_termlog *termlog;
     struct cr_exitwatch exits;
 };
 
@@ -94,8 +96,12 @@ static void on_signal(uv_signal_t *h, int signum)
         cr_log(CR_LOG_NOTICE, "%s again: still draining", strsignal(signum));
         return;
     }
-    cr_log(CR_LOG_NOTICE, "%s received", strsignal(signum));
-    cr_supervisor_stop(sup);
+    if (cr_supervisor_lame_duck(sup))
+        cr_log(CR_LOG_NOTICE, "%s again: draining now, before the stop delay is over",
+               strsignal(signum));
+    else
+        cr_log(CR_LOG_NOTICE, "%s received", strsignal(signum));
+    cr_supervisor_stop(sup, false, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void on_sigchld(uv_signal_t *h, int signum)
@@ -155,6 +161,9 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
     cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
     cr_supervisor_subscribe(sup, cr_exitwatch_on_event, &wi->exits);
+    cr_termlog_open(sup, &wi->termlog);
+    if (wi->termlog)
+        cr_supervisor_subscribe(sup, cr_termlog_on_event, wi->termlog);
     cr_supervisor_subscribe(sup, on_event, wi);
     /* Signal handles only once on_event is subscribed: it is what closes
      * them when the core finishes, so a failure before this point leaves
@@ -179,6 +188,12 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
         (r = cr_metrics_http_open(loop, sup->cfg.metrics_listen, sup, &wi->http)) < 0) {
         cr_log(CR_LOG_ERR, "--metrics-listen %s: %s", sup->cfg.metrics_listen, uv_strerror(r));
         return r;
+    }
+    if (wi->http) {
+        cr_metrics_http_addr(wi->http, wi->control_core.metrics_addr,
+                             sizeof wi->control_core.metrics_addr);
+        cr_log(CR_LOG_INFO, "metrics, /livez and /readyz on http://%s",
+               wi->control_core.metrics_addr);
     }
     cr_exitwatch_sync(&wi->exits);
     return 0;
@@ -209,8 +224,9 @@ int main(int argc, char **argv)
         r = cr_config_file_check_control(&sup.cfg, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "corrald: %s\nTry 'corrald --help'.\n", err[0] ? err : strerror(-r));
+        cr_termlog_usage(&sup.cfg, err[0] ? err : strerror(-r));
         cr_config_done(&sup.cfg);
-        return 2;
+        return CR_EXIT_USAGE;
     }
 
     cr_log_init(sup.cfg.log_level);
@@ -232,16 +248,23 @@ int main(int argc, char **argv)
     if (r >= 0)
         cr_memwatch_start(wi.mw);
     if (r < 0) {
+        char why[160];
         if (r != -ECANCELED) /* -ECANCELED: the cause was logged where it was found */
             cr_log(CR_LOG_ERR, "start-up failed: %s", strerror(-r));
+        snprintf(why, sizeof why, "start-up failed%s%s", r == -ECANCELED ? " (see the log)" : ": ",
+                 r == -ECANCELED ? "" : strerror(-r));
         /* Kill whatever was started before the failure; nothing may outlive us. */
-        cr_supervisor_stop(&sup);
+        cr_supervisor_stop(&sup, true, "start-up failed");
         uv_run(loop, UV_RUN_DEFAULT);
+        cr_termlog_exit(wi.termlog, CR_EXIT_STARTUP, why);
         cr_supervisor_done(&sup);
-        return 1;
+        return CR_EXIT_STARTUP;
     }
     uv_run(loop, UV_RUN_DEFAULT);
     int code = sup.exit_code;
+    char why[160];
+    snprintf(why, sizeof why, "stopped (%s), no worker left", sup.stop_reason);
+    cr_termlog_exit(wi.termlog, code, why);
     cr_supervisor_done(&sup);
     wi.sd = cr_sd_free(wi.sd);
     wi.mw = cr_memwatch_free(wi.mw);

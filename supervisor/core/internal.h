@@ -101,6 +101,7 @@ struct cr_deaths {
 /* Where corrald is in its life (operations.c). */
 enum cr_phase {
     CR_PHASE_RUNNING,
+    CR_PHASE_LAME_DUCK, /* stopping after --stop-delay: serving as when running, /readyz failing */
     CR_PHASE_STOPPING, /* every worker draining; corrald exits once the table is empty */
 };
 
@@ -116,6 +117,9 @@ struct cr_supervisor {
     uint64_t started_at; /* loop ms */
     uint64_t started_wall_ms;
     enum cr_phase phase;
+    uv_timer_t stop_delay; /* the end of the lame duck (operations.c) */
+    uint64_t drain_at;     /* loop ms when the lame duck's drain starts */
+    char stop_reason[96];  /* what asked for the stop ("SIGTERM", "corralctl stop") */
     struct cr_reload reload;
     int exit_code;
 

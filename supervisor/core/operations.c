@@ -19,6 +19,7 @@
 #include "log.h"
 #include "notify_rx.h"
 #include "reaper.h"
+#include "self.h"
 #include "spawnproc.h"
 #include "spawnway.h"
 #include "supervisor.h"
@@ -29,6 +30,24 @@
 static bool counted(const struct cr_worker *w)
 {
     return w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED;
+}
+
+unsigned cr_supervisor_auto_workers(void)
+{
+    struct cr_cpus c;
+    cr_self_cpus(&c);
+    if (c.quota && c.quota < c.affinity)
+        cr_log(CR_LOG_INFO, "workers auto: %u, the CPU quota of cgroup %s (the affinity mask has %u)",
+               c.n, c.quota_group, c.affinity);
+    else if (c.quota)
+        cr_log(CR_LOG_INFO,
+               "workers auto: %u, the CPUs of the affinity mask (the CPU quota of cgroup %s "
+               "allows %u)",
+               c.n, c.quota_group, c.quota);
+    else
+        cr_log(CR_LOG_INFO, "workers auto: %u, the CPUs of the affinity mask (no cgroup CPU quota)",
+               c.n);
+    return c.n;
 }
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
@@ -128,7 +147,8 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
         return r;
     cr_log(CR_LOG_NOTICE, "set %s = %s", key, value);
     if (strcmp(key, "workers") == 0)
-        return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers : sup->target);
+        return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers
+                                                         : cr_supervisor_auto_workers());
     if (strncmp(key, "memory-", 7) == 0)
         for (struct cr_worker *w = sup->workers; w; w = w->next)
             cr_cgworker_apply_limits(&w->g);
@@ -140,10 +160,43 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
     return 0;
 }
 
-void cr_supervisor_stop(struct cr_supervisor *sup)
+static void on_stop_delay(uv_timer_t *t)
+{
+    struct cr_supervisor *sup = t->data;
+    cr_log(CR_LOG_NOTICE, "the stop delay is over");
+    cr_supervisor_stop(sup, true, sup->stop_reason);
+}
+
+/* The lame duck: a load balancer that still sends (Kubernetes removes a
+ * pod's endpoints while it sends SIGTERM) is served for --stop-delay, and
+ * /readyz fails from now so that it stops sending. Workers keep their
+ * restart policy meanwhile: they are still serving. */
+static void lame_duck(struct cr_supervisor *sup)
+{
+    uint64_t d = sup->cfg.stop_delay_ms;
+    sup->phase = CR_PHASE_LAME_DUCK;
+    sup->drain_at = cr_now_ms(sup) + d;
+    uv_timer_start(&sup->stop_delay, on_stop_delay, d, 0);
+    cr_log(CR_LOG_NOTICE,
+           "stopping in %llu.%03llu s (--stop-delay): /readyz fails from now, the workers serve "
+           "until then",
+           (unsigned long long)(d / 1000), (unsigned long long)(d % 1000));
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_LAME_DUCK,
+                                                  .reason = sup->stop_reason});
+    cr_supervisor_table_changed(sup);
+}
+
+void cr_supervisor_stop(struct cr_supervisor *sup, bool at_once, const char *why)
 {
     if (sup->phase == CR_PHASE_STOPPING)
         return;
+    if (sup->phase == CR_PHASE_RUNNING)
+        snprintf(sup->stop_reason, sizeof sup->stop_reason, "%s", why ? why : "asked to stop");
+    if (sup->phase == CR_PHASE_RUNNING && !at_once && sup->cfg.stop_delay_ms) {
+        lame_duck(sup);
+        return;
+    }
+    uv_timer_stop(&sup->stop_delay);
     sup->phase = CR_PHASE_STOPPING;
     /* What the stop does: every process is drained, whatever its state
      * (a big scale-up leaves many still starting), and every queued spawn
@@ -158,7 +211,8 @@ void cr_supervisor_stop(struct cr_supervisor *sup)
                procs, queued);
     else
         cr_log(CR_LOG_NOTICE, "stopping: draining %u worker(s)", procs);
-    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_STOPPING});
+    cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_STOPPING,
+                                                  .reason = sup->stop_reason});
     /* Drain from a snapshot: draining a process-less worker frees it. */
     struct cr_worker *w = sup->workers;
     while (w) {
@@ -242,7 +296,7 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
 {
     /* After the priority raise (main.c): what workers get back. */
     sup->spawner.priority = cr_self_priority(&sup->self);
-    sup->target = sup->cfg.workers ? sup->cfg.workers : uv_available_parallelism();
+    sup->target = sup->cfg.workers ? sup->cfg.workers : cr_supervisor_auto_workers();
     const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : cr_spawner_worker_path(&sup->spawner);
     cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target, prog);
     /* A program that cannot be executed at all will not appear by

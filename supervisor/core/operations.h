@@ -4,6 +4,7 @@
  * changes is published as events. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -23,10 +24,18 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup);
 /* Frees what open made (after the loop ended). */
 void cr_supervisor_done(struct cr_supervisor *sup);
 
-void cr_supervisor_stop(struct cr_supervisor *sup);
+/* Drains every worker and exits once the table is empty. With
+ * --stop-delay and not at_once, a running corrald first serves that long
+ * as a lame duck (/readyz failing); a call during the delay drains at once.
+ * why: what asked (the first call's is kept, and published with the stop). */
+void cr_supervisor_stop(struct cr_supervisor *sup, bool at_once, const char *why);
 
 void cr_supervisor_reload(struct cr_supervisor *sup, const char *why);
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n);
+/* --workers auto: one per CPU the workers may use (host/self.h: the
+ * affinity mask, or the cgroup CPU quota when smaller), logged with the
+ * figure that decided. */
+unsigned cr_supervisor_auto_workers(void);
 int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why);
 int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig);
 int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *value, char *err,

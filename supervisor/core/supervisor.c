@@ -811,7 +811,7 @@ static void finish_stop(uv_timer_t *t)
     cr_self_stop(&sup->self);
     uv_handle_t *hs[] = {(uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spares.timer,
                          (uv_handle_t *)&sup->pacer.turn, (uv_handle_t *)&sup->pacer.recheck,
-                         (uv_handle_t *)&sup->drain_turn};
+                         (uv_handle_t *)&sup->drain_turn, (uv_handle_t *)&sup->stop_delay};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         cr_uv_close(hs[i]);
 }
@@ -821,7 +821,9 @@ void cr_supervisor_init_handles(struct cr_supervisor *sup)
     uv_timer_init(sup->loop, &sup->finish_timer);
     uv_timer_init(sup->loop, &sup->spares.timer);
     uv_idle_init(sup->loop, &sup->drain_turn);
+    uv_timer_init(sup->loop, &sup->stop_delay);
     sup->finish_timer.data = sup->spares.timer.data = sup->drain_turn.data = sup;
+    sup->stop_delay.data = sup;
     cr_pacer_init(sup);
 }
 

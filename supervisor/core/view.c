@@ -2,6 +2,8 @@
  * the outputs (status, metrics, systemd) that must not see inside. */
 #include "view.h"
 
+#include <stdio.h>
+
 #include "cr_cgroup.h"
 #include "freeze.h"
 #include "internal.h"
@@ -11,6 +13,15 @@ static bool serving(const struct cr_worker *w)
 {
     return (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) &&
            (w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED);
+}
+
+/* Serving and not blocked: what /readyz counts. */
+static unsigned answering(const struct cr_supervisor *sup)
+{
+    unsigned n = 0;
+    for (const struct cr_worker *w = sup->workers; w; w = w->next)
+        n += serving(w) && w->state == CR_WS_READY;
+    return n;
 }
 
 unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup)
@@ -37,6 +48,11 @@ unsigned cr_supervisor_target(const struct cr_supervisor *sup)
 bool cr_supervisor_stopping(const struct cr_supervisor *sup)
 {
     return sup->phase == CR_PHASE_STOPPING;
+}
+
+bool cr_supervisor_lame_duck(const struct cr_supervisor *sup)
+{
+    return sup->phase == CR_PHASE_LAME_DUCK;
 }
 
 bool cr_supervisor_reloading(const struct cr_supervisor *sup)
@@ -126,6 +142,11 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .uptime_ms = cr_now_ms(sup) - sup->started_at,
         .started_wall_ms = sup->started_wall_ms,
         .stopping = sup->phase == CR_PHASE_STOPPING,
+        .lame_duck = sup->phase == CR_PHASE_LAME_DUCK,
+        .drain_in_ms = sup->phase == CR_PHASE_LAME_DUCK && sup->drain_at > cr_now_ms(sup)
+                           ? sup->drain_at - cr_now_ms(sup)
+                           : 0,
+        .answering = answering(sup),
         .reloading = sup->reload.running,
         .target = sup->target,
         .ready = cr_supervisor_count_ready(sup),
@@ -144,4 +165,25 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .early_promotions = sup->spares.early_promotions,
         .freezer = cr_freeze_method(&sup->freezing),
     };
+}
+
+bool cr_view_ready(const struct cr_supervisor_view *v, unsigned *need, char *why, size_t size)
+{
+    unsigned min = v->config->ready_min;
+    unsigned n = min && min < v->target ? min : v->target;
+    if (need)
+        *need = n;
+    if (v->stopping) {
+        snprintf(why, size, "not ready: stopping, the workers are draining");
+        return false;
+    }
+    if (v->lame_duck) {
+        snprintf(why, size, "not ready: stopping, the drain starts in %llu ms (--stop-delay)",
+                 (unsigned long long)v->drain_in_ms);
+        return false;
+    }
+    bool ok = v->answering >= n;
+    snprintf(why, size, "%s: %u of %u worker(s) ready and answering (%u needed)",
+             ok ? "ready" : "not ready", v->answering, v->target, n);
+    return ok;
 }

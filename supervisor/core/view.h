@@ -26,6 +26,7 @@ unsigned cr_supervisor_count_ready(const struct cr_supervisor *sup);
 unsigned cr_supervisor_count_state(const struct cr_supervisor *sup, enum cr_wstate s);
 unsigned cr_supervisor_target(const struct cr_supervisor *sup);
 bool cr_supervisor_stopping(const struct cr_supervisor *sup);
+bool cr_supervisor_lame_duck(const struct cr_supervisor *sup);
 bool cr_supervisor_reloading(const struct cr_supervisor *sup);
 const struct cr_config *cr_supervisor_config(const struct cr_supervisor *sup);
 const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup);
@@ -74,7 +75,10 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret);
 struct cr_supervisor_view {
     uint64_t uptime_ms, started_wall_ms;
     bool stopping, reloading;
+    bool lame_duck;       /* in the stop delay: serving, /readyz failing */
+    uint64_t drain_in_ms; /* lame duck: until the drain */
     unsigned target, ready;
+    unsigned answering;   /* of ready, not blocked (/readyz) */
     const struct cr_listener *listener;
     bool cgroups;
     enum cr_cgroup_layout cg_layout;
@@ -89,3 +93,9 @@ struct cr_supervisor_view {
 };
 
 void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret);
+
+/* /readyz: running (not in the stop delay nor draining) and at least
+ * --ready-min workers ready and not blocked (every worker asked for when 0;
+ * never more than that). why: one line saying so, either way. need: the
+ * count asked for. */
+bool cr_view_ready(const struct cr_supervisor_view *v, unsigned *need, char *why, size_t size);

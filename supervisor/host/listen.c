@@ -55,7 +55,7 @@ static void format_addr(const struct sockaddr *sa, char *buf, size_t len)
     }
 }
 
-static void describe(int fd, char *buf, size_t len)
+void cr_listen_describe(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
@@ -78,7 +78,7 @@ int cr_listen_from_systemd(struct cr_listener *ret)
         int fd = SD_LISTEN_FDS_START + i;
         if (!got && sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
             *ret = (struct cr_listener){.fd = fd, .from_systemd = true};
-            describe(fd, ret->addr, sizeof(ret->addr));
+            cr_listen_describe(fd, ret->addr, sizeof(ret->addr));
             snprintf(ret->name, sizeof(ret->name), "%s", names && names[i] ? names[i] : "");
             /* It must not leak into workers under its systemd number; they
              * get a fresh fd 3 of it from the spawn code. */
@@ -116,7 +116,7 @@ int cr_listen_bind(const char *hostport, bool reuseport, bool do_listen, struct 
     if (do_listen && listen(fd, 1024) < 0)
         goto fail;
     *ret = (struct cr_listener){.fd = fd};
-    describe(fd, ret->addr, sizeof(ret->addr));
+    cr_listen_describe(fd, ret->addr, sizeof(ret->addr));
     snprintf(ret->name, sizeof(ret->name), "corral");
     r = 0;
     goto out;

@@ -24,4 +24,8 @@ int cr_listen_bind(const char *hostport, bool reuseport, bool do_listen, struct 
 /* Host and port split ("[::1]:80" and "127.0.0.1:80"). Pure. */
 int cr_listen_split(const char *hostport, char *host, size_t hostlen, char *port, size_t portlen);
 
+/* A bound socket's address as "127.0.0.1:8080" or "[::1]:80" (port
+ * resolved), else "fd N". */
+void cr_listen_describe(int fd, char *buf, size_t len);
+
 void cr_listen_close(struct cr_listener *l);

@@ -6,8 +6,10 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cr_cgroup.h"
 #include "log.h"
 #include "uvclose.h"
 
@@ -30,6 +32,18 @@ void cr_self_raise_nofile(struct cr_self *s)
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
         cr_log(CR_LOG_WARNING, "cannot raise the open-files limit to %llu: %s",
                (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
+void cr_self_cpus(struct cr_cpus *ret)
+{
+    *ret = (struct cr_cpus){.affinity = uv_available_parallelism()};
+    char *rel = NULL;
+    if (cr_cgroup_cpu_quota(&ret->quota, &rel) == 0 && rel)
+        snprintf(ret->quota_group, sizeof ret->quota_group, "%s", rel);
+    free(rel);
+    ret->n = ret->quota && ret->quota < ret->affinity ? ret->quota : ret->affinity;
+    if (ret->n == 0)
+        ret->n = 1;
 }
 
 /* What became of the autogroup, for the log line. */

@@ -20,6 +20,16 @@ struct cr_self {
     unsigned autogroup_tries;
 };
 
+/* The CPUs corrald's workers may use, for --workers auto: the affinity
+ * mask's count, or the cgroup CPU quota over corrald when that is smaller
+ * (a pod limited to 2 CPUs on a 64-core node gets 2). */
+struct cr_cpus {
+    unsigned n;        /* the smaller of the two, >= 1 */
+    unsigned affinity; /* uv_available_parallelism() */
+    unsigned quota;    /* whole CPUs, rounded up; 0 = no quota */
+    char quota_group[256]; /* the group that sets it ("" = none) */
+};
+
 /* Raises the open-files soft limit to the hard one (logged when refused). */
 void cr_self_raise_nofile(struct cr_self *s);
 /* Runs `levels` nice levels above the workers, with a short slice, and
@@ -30,5 +40,7 @@ void cr_self_raise_priority(struct cr_self *s, uv_loop_t *loop, unsigned levels)
 /* What workers get back before exec; NULL: leave theirs. */
 const struct rlimit *cr_self_nofile(const struct cr_self *s);
 const struct cr_priority *cr_self_priority(const struct cr_self *s);
+/* Reads both figures now (the quota can change at run time). */
+void cr_self_cpus(struct cr_cpus *ret);
 /* Closes the retry timer (the end of the loop). */
 void cr_self_stop(struct cr_self *s);

@@ -43,4 +43,6 @@ struct cr_control_core {
     /* How deaths are noticed before the reap, for `status` (exitwatch.h). */
     const char *(*exit_notice)(const void *ctx);
     const void *exit_notice_ctx;
+    /* The metrics listener's bound address ("" = none), for `status`. */
+    char metrics_addr[80];
 };

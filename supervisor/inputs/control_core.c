@@ -20,7 +20,8 @@ static struct cr_supervisor *sup_of(void *ctx)
 static cJSON *op_status(void *ctx)
 {
     const struct cr_control_core *cc = ctx;
-    struct cr_status_extra x = {.exit_notice = cc->exit_notice(cc->exit_notice_ctx)};
+    struct cr_status_extra x = {.exit_notice = cc->exit_notice(cc->exit_notice_ctx),
+                                .metrics_addr = cc->metrics_addr[0] ? cc->metrics_addr : NULL};
     return cr_status_json(cc->sup, &x);
 }
 
@@ -85,7 +86,7 @@ static char *op_metrics(void *ctx)
 
 static void op_stop(void *ctx)
 {
-    cr_supervisor_stop(sup_of(ctx));
+    cr_supervisor_stop(sup_of(ctx), false, "the control command stop"); /* as SIGTERM: --stop-delay first */
 }
 
 const struct cr_ctl_ops cr_control_core_ops = {

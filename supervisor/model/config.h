@@ -50,6 +50,9 @@ struct cr_config {
     uint64_t ready_delay_ms;   /* CR_READY_DELAY */
     uint64_t min_uptime_ms;    /* a death this long after ready is not a crash loop */
     uint64_t stop_timeout_ms;
+    uint64_t stop_delay_ms;    /* lame duck: serve this long after SIGTERM, /readyz failing */
+    unsigned ready_min;        /* /readyz: workers ready; 0 = every worker asked for */
+    char *termination_log;     /* NULL = /dev/termination-log where it exists; "none" = off */
     uint64_t watchdog_ms;      /* silence after which a worker is "blocked"; 0 = off */
     uint64_t hang_timeout_ms;  /* silence after which it is killed; 0 = never */
     uint64_t backoff_initial_ms;

@@ -24,7 +24,8 @@ static const char *const names[_CR_EV_MAX] = {
     [CR_EV_WORKER_STATE] = "worker-state", [CR_EV_WORKER_RECYCLE] = "worker-recycle",
     [CR_EV_WORKER_DIED] = "worker-died",   [CR_EV_TABLE] = "table",
     [CR_EV_CONFIG] = "config",             [CR_EV_RELOAD] = "reload",
-    [CR_EV_STOPPING] = "stopping",         [CR_EV_FINISHED] = "finished",
+    [CR_EV_LAME_DUCK] = "lame-duck",       [CR_EV_STOPPING] = "stopping",
+    [CR_EV_FINISHED] = "finished",
 };
 
 const char *cr_event_type_to_string(enum cr_event_type t)

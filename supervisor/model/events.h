@@ -29,7 +29,8 @@ enum cr_event_type {
     CR_EV_TABLE,          /* the worker table changed (readiness, counts) */
     CR_EV_CONFIG,         /* a setting changed at run time: `key`, `value`, `config` */
     CR_EV_RELOAD,         /* reload progress: `phase`, `failed`, `reason` */
-    CR_EV_STOPPING,       /* a stop began: every worker is draining */
+    CR_EV_LAME_DUCK,      /* a stop began with --stop-delay: serving on, /readyz failing */
+    CR_EV_STOPPING,       /* the drain began: every worker is draining */
     CR_EV_FINISHED,       /* stopping and the table is empty: close inputs and outputs */
     _CR_EV_MAX,
 };

@@ -1,5 +1,7 @@
 /* The Prometheus HTTP listener: accept, parse one request with the shared
- * parser wrapper (common/http_parse.h), answer, close. Bounded: request size, connections, time. */
+ * parser wrapper (common/http_parse.h), answer, close. Bounded: request size, connections, time.
+ * Besides /metrics: /livez (the loop answers) and /readyz (cr_view_ready),
+ * for an orchestrator's probes. */
 #include "metrics_http.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include "http_parse.h"
 #include "listen.h"
 #include "metrics.h"
+#include "view.h"
 
 struct conn {
     struct cr_metrics_http *m;
@@ -128,12 +131,38 @@ static void route(struct conn *c)
         respond(c, 414, "URI Too Long", text, "URI too long\n", head);
         return;
     }
-    if (plen != strlen("/metrics") || strncmp(c->url, "/metrics", plen) != 0) {
-        respond(c, 404, "Not Found", text, "corrald serves /metrics only\n", head);
+    enum { METRICS, LIVEZ, READYZ, NONE } path = NONE;
+    static const char *const paths[] = {"/metrics", "/livez", "/readyz"};
+    for (int i = 0; i < 3; i++)
+        if (plen == strlen(paths[i]) && strncmp(c->url, paths[i], plen) == 0)
+            path = i;
+    if (path == NONE) {
+        respond(c, 404, "Not Found", text, "corrald serves /metrics, /livez and /readyz\n", head);
         return;
     }
     if (strcmp(method, "GET") != 0 && !head) {
         respond(c, 405, "Method Not Allowed", text, "GET or HEAD\n", false);
+        return;
+    }
+    if (path == LIVEZ) {
+        /* The loop that answers this is the loop that supervises. */
+        respond(c, 200, "OK", text, "alive\n", head);
+        return;
+    }
+    if (path == READYZ) {
+        struct cr_supervisor_view v;
+        char why[160];
+        cr_view_supervisor(c->m->sup, &v);
+        bool ok = cr_view_ready(&v, NULL, why, sizeof why);
+        if (asprintf(&c->body, "%s\n", why) < 0) {
+            c->body = NULL;
+            conn_close(c);
+            return;
+        }
+        if (ok)
+            respond(c, 200, "OK", text, c->body, head);
+        else
+            respond(c, 503, "Service Unavailable", text, c->body, head);
         return;
     }
     c->body = cr_metrics_text(c->m->sup);
@@ -261,6 +290,14 @@ int cr_metrics_http_open(uv_loop_t *loop, const char *listen, const struct cr_su
     }
     *ret = m;
     return 0;
+}
+
+void cr_metrics_http_addr(const struct cr_metrics_http *m, char *buf, size_t len)
+{
+    uv_os_fd_t fd = -1;
+    if (uv_fileno((const uv_handle_t *)&m->server, &fd) < 0)
+        fd = -1;
+    cr_listen_describe(fd, buf, len);
 }
 
 void cr_metrics_http_close(struct cr_metrics_http *m)

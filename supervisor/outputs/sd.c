@@ -182,6 +182,14 @@ void cr_sd_on_event(void *userdata, const struct cr_event *ev)
         else
             update(sd);
         break;
+    case CR_EV_LAME_DUCK:
+        /* Serving for the stop delay, then draining for up to the stop timeout. */
+        notifyf(sd, "STOPPING=1\nSTATUS=stopping: serving for the stop delay, then draining"
+                    "\nEXTEND_TIMEOUT_USEC=%llu",
+                (unsigned long long)(cr_supervisor_config(sd->sup)->stop_delay_ms +
+                                     cr_supervisor_config(sd->sup)->stop_timeout_ms + 5000) *
+                    1000);
+        break;
     case CR_EV_STOPPING:
         /* Draining may take up to the stop timeout: tell systemd so it waits. */
         notifyf(sd, "STOPPING=1\nSTATUS=stopping: draining workers\nEXTEND_TIMEOUT_USEC=%llu",

@@ -169,9 +169,23 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     lit(s, "version", CR_VERSION);
     num(s, "uptime_ms", v.uptime_ms);
     num(s, "started_ms", v.started_wall_ms);
-    lit(s, "state", v.stopping ? "stopping" : v.reloading ? "reloading" : "running");
+    lit(s, "state",
+        v.stopping    ? "stopping"
+        : v.lame_duck ? "lame-duck"
+        : v.reloading ? "reloading"
+                      : "running");
+    if (v.lame_duck)
+        num(s, "drain_in_ms", v.drain_in_ms);
     num(s, "workers_target", v.target);
     num(s, "workers_ready", v.ready);
+    char why[160];
+    unsigned need;
+    bool ready = cr_view_ready(&v, &need, why, sizeof why);
+    cJSON *rz = cJSON_AddObjectToObject(s, "readiness");
+    cJSON_AddBoolToObject(rz, "ready", ready);
+    num(rz, "answering", v.answering);
+    num(rz, "needed", need);
+    str(rz, "reason", why);
     cJSON *sp = cJSON_AddObjectToObject(s, "spares");
     num(sp, "target", v.spares_target);
     num(sp, "frozen", v.spares_frozen);
@@ -186,6 +200,8 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     lit(a, "source", v.listener->from_systemd ? "systemd" : "bound");
     lit(a, "balance", cr_balance_to_string(v.config->balance));
     cJSON_AddItemToArray(l, a);
+    if (x && x->metrics_addr)
+        str(s, "metrics_listen", x->metrics_addr);
     cJSON *cg = cJSON_AddObjectToObject(s, "cgroup");
     lit(cg, "layout", v.cgroups ? cr_cgroup_layout_to_string(v.cg_layout) : "none");
     if (v.cg_workers)

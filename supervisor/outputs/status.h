@@ -13,6 +13,7 @@ struct cr_event;
  * deaths before the reap (exitwatch.h). */
 struct cr_status_extra {
     const char *exit_notice; /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
+    const char *metrics_addr; /* the metrics listener's bound HOST:PORT, or NULL */
 };
 
 struct cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x);
