@@ -149,6 +149,9 @@ enum cr_cgroup_layout cr_cgroup_layout(const struct cr_cgroup *cg);
 int cr_cgroup_set_max(struct cr_cgroup *cg, uint64_t bytes);
 int cr_cgroup_set_high(struct cr_cgroup *cg, uint64_t bytes);
 int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret);
+/* v2 memory.oom.group: true when an OOM kill in this group kills every
+ * process in it. -EOPNOTSUPP on v1 (no such knob), -ENOENT before 4.19. */
+int cr_cgroup_get_oom_group(struct cr_cgroup *cg, bool *ret);
 
 /* Readings. peak: v2 memory.peak where the kernel has it, v1
  * memory.max_usage_in_bytes; -ENOENT when the kernel has none. */

@@ -101,6 +101,20 @@ int cr_cgroup_get_max(struct cr_cgroup *cg, uint64_t *ret)
                               ret);
 }
 
+int cr_cgroup_get_oom_group(struct cr_cgroup *cg, bool *ret)
+{
+    uint64_t v = 0;
+    if (!cg || !ret)
+        return -EINVAL;
+    if (cg->layout != CR_CGROUP_V2)
+        return -EOPNOTSUPP;
+    int r = cr_cgroup_read_u64(cg, "memory.oom.group", &v);
+    if (r < 0)
+        return r;
+    *ret = v != 0;
+    return 0;
+}
+
 /* Read every sample period for every worker: the file stays open and is
  * read from offset 0, a pread instead of a path walk, an open and a close. */
 int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage)

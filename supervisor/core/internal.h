@@ -126,6 +126,7 @@ struct cr_supervisor {
     struct cr_worker *workers; /* by slot id, spares first, a replacement after its holder */
     struct cr_slots slots;
     unsigned target; /* the workers asked for (operations.c) */
+    bool budget_over; /* the last memory budget check did not fit (operations.c) */
 
     struct cr_pacer pacer;
     uv_idle_t drain_turn; /* runs while retiring workers wait for their paced SIGTERM (recycle.c) */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cgtree.h"
 #include "cgworker.h"
 #include "clock.h"
@@ -23,6 +24,7 @@
 #include "spawnproc.h"
 #include "spawnway.h"
 #include "supervisor.h"
+#include "view.h"
 
 /* ---- operations ---------------------------------------------------------- */
 
@@ -48,6 +50,20 @@ unsigned cr_supervisor_auto_workers(void)
         cr_log(CR_LOG_INFO, "workers auto: %u, the CPUs of the affinity mask (no cgroup CPU quota)",
                c.n);
     return c.n;
+}
+
+void cr_supervisor_check_budget(struct cr_supervisor *sup, bool startup)
+{
+    struct cr_budget_in in;
+    struct cr_budget b;
+    char line[512];
+    cr_view_budget(sup, &in, &b);
+    bool was_over = sup->budget_over;
+    sup->budget_over = !b.fits;
+    if (!b.limited || (!startup && b.fits && !was_over))
+        return;
+    cr_budget_format(&in, &b, line, sizeof line);
+    cr_log(b.fits ? (startup ? CR_LOG_INFO : CR_LOG_NOTICE) : CR_LOG_WARNING, "%s", line);
 }
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
@@ -85,6 +101,7 @@ int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
         have--;
     }
     cr_supervisor_table_changed(sup);
+    cr_supervisor_check_budget(sup, false);
     return 0;
 }
 
@@ -154,6 +171,8 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
             cr_cgworker_apply_limits(&w->g);
     if (strcmp(key, "spares") == 0)
         cr_supervisor_pump_spares(sup);
+    if (strcmp(key, "memory-max") == 0 || strcmp(key, "spares") == 0)
+        cr_supervisor_check_budget(sup, false);
     /* The rest (log level, sample interval) belongs to whoever subscribed. */
     cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_CONFIG, .key = key,
                                                   .value = value, .config = &sup->cfg});
@@ -299,6 +318,7 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
     sup->target = sup->cfg.workers ? sup->cfg.workers : cr_supervisor_auto_workers();
     const char *prog = sup->cfg.argc ? sup->cfg.argv[0] : cr_spawner_worker_path(&sup->spawner);
     cr_log(CR_LOG_NOTICE, "corrald %s starting %u worker(s): %s", CR_VERSION, sup->target, prog);
+    cr_supervisor_check_budget(sup, true);
     /* A program that cannot be executed at all will not appear by
      * retrying: refuse to run. Checked here, before any fork: spawns are
      * paced and their exec result arrives later (generation/wio.c). */

@@ -40,3 +40,8 @@ int cr_supervisor_restart(struct cr_supervisor *sup, int id, const char *why);
 int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig);
 int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *value, char *err,
                       size_t errlen);
+
+/* Compares the memory budget (budget.h) with the enclosing limit and logs
+ * one line: at start-up always (when there is a limit), later only when it
+ * does not fit, or fits again. */
+void cr_supervisor_check_budget(struct cr_supervisor *sup, bool startup);

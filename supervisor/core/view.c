@@ -4,9 +4,12 @@
 
 #include <stdio.h>
 
+#include "budget.h"
+#include "cgtree.h"
 #include "cr_cgroup.h"
 #include "freeze.h"
 #include "internal.h"
+#include "self.h"
 
 /* Serving: ready or blocked, and not on its way out. */
 static bool serving(const struct cr_worker *w)
@@ -186,4 +189,23 @@ bool cr_view_ready(const struct cr_supervisor_view *v, unsigned *need, char *why
     snprintf(why, size, "%s: %u of %u worker(s) ready and answering (%u needed)",
              ok ? "ready" : "not ready", v->answering, v->target, n);
     return ok;
+}
+
+void cr_view_budget(const struct cr_supervisor *sup, struct cr_budget_in *in, struct cr_budget *b)
+{
+    const char *group = NULL;
+    bool oom_group = false;
+    uint64_t limit = cr_cgtree_enclosing_limit(&sup->cgtree, &group, &oom_group);
+    *in = (struct cr_budget_in){
+        .per_worker = sup->cgtree.on ? sup->cfg.memory_max : 0,
+        .unenforced = !sup->cgtree.on && sup->cfg.memory_max,
+        .workers = sup->target,
+        .spares = sup->cfg.spares,
+        .replacements = 1,
+        .self = cr_self_rss(),
+        .limit = limit,
+        .group = group,
+        .oom_group = oom_group,
+    };
+    cr_budget_check(in, b);
 }

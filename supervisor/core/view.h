@@ -99,3 +99,10 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
  * never more than that). why: one line saying so, either way. need: the
  * count asked for. */
 bool cr_view_ready(const struct cr_supervisor_view *v, unsigned *need, char *why, size_t size);
+
+/* The memory budget (budget.h) as it stands: the per-worker limit, the
+ * workers and spares asked for, one reload replacement, corrald's own RSS
+ * against the tightest enclosing limit. Fresh reads of the limits. */
+struct cr_budget_in;
+struct cr_budget;
+void cr_view_budget(const struct cr_supervisor *sup, struct cr_budget_in *in, struct cr_budget *b);

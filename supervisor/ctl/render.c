@@ -149,6 +149,15 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *s)
         fprintf(f, "spares: %.0f/%.0f frozen (%s), %.0f starting, %.0f promoted\n",
                 ctl_num(sp, "frozen"), ctl_num(sp, "target"), ctl_str(sp, "freezer"),
                 ctl_num(sp, "starting"), ctl_num(sp, "promotions"));
+    const cJSON *rz = cJSON_GetObjectItemCaseSensitive(s, "readiness");
+    if (rz && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(rz, "ready")))
+        fprintf(f, "%s%s%s\n", c(st, YELLOW), ctl_str(rz, "reason"), rs(st));
+    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(s, "memory_budget");
+    if (cJSON_IsObject(mb))
+        fprintf(f, "%s%s%s\n", c(st, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mb, "fits"))
+                                       ? ""
+                                       : RED),
+                ctl_str(mb, "summary"), rs(st));
     fputs("deaths:", f);
     int any = 0;
     const cJSON *d;

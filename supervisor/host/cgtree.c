@@ -410,23 +410,36 @@ struct cr_cgroup *cr_cgtree_limited_ancestor(struct cr_cgtree *t, uint64_t *ret_
     return NULL;
 }
 
-/* The tightest enclosing limit, 0 when none. */
-static uint64_t enclosing_limit(const struct cr_cgtree *t)
+uint64_t cr_cgtree_enclosing_limit(const struct cr_cgtree *t, const char **ret_group,
+                                   bool *ret_oom_group)
 {
     uint64_t best = 0;
+    size_t at = 0;
     for (size_t i = 0; i < t->nancestors; i++) {
         uint64_t max = 0;
         if (cr_cgroup_get_max(t->ancestors[i], &max) == 0 && max && max != CR_CGROUP_UNLIMITED &&
             (!best || max < best))
-            best = max;
+            best = max, at = i;
     }
+    /* The kernel kills as a group at the topmost group with oom.group
+     * set between the victim and the group whose limit was hit. */
+    bool group = false;
+    for (size_t i = 0; ret_oom_group && best && i <= at; i++) {
+        bool g = false;
+        if (cr_cgroup_get_oom_group(t->ancestors[i], &g) == 0 && g)
+            group = true;
+    }
+    if (ret_group)
+        *ret_group = best ? cr_cgroup_rel(t->ancestors[at]) : NULL;
+    if (ret_oom_group)
+        *ret_oom_group = group;
     return best;
 }
 
 uint64_t cr_cgtree_heap_limit(const struct cr_cgtree *t, const struct cr_config *c,
                               unsigned workers)
 {
-    uint64_t enc = enclosing_limit(t);
+    uint64_t enc = cr_cgtree_enclosing_limit(t, NULL, NULL);
     uint64_t share = enc / (workers ? workers : 1);
     uint64_t lim = c->memory_max && (!share || c->memory_max < share) ? c->memory_max : share;
     return lim - lim / 100 * c->heap_headroom_pct;

@@ -59,6 +59,13 @@ struct cr_cgroup *cr_cgtree_shared(const struct cr_cgtree *t);
 uint64_t cr_cgtree_heap_limit(const struct cr_cgtree *t, const struct cr_config *c,
                               unsigned workers);
 
+/* The tightest enclosing limit (0: none), the group that holds it
+ * (*ret_group: its relative path, valid while t lives; NULL without a
+ * limit) and whether that group or one between it and the workers has
+ * memory.oom.group=1 (v2). Fresh reads. */
+uint64_t cr_cgtree_enclosing_limit(const struct cr_cgtree *t, const char **ret_group,
+                                   bool *ret_oom_group);
+
 /* The system's OOM-kill counter (/proc/vmstat's oom_kill); 0 when unread. */
 uint64_t cr_cgtree_vmstat_oom_kill(struct cr_cgtree *t);
 /* The sum of the enclosing groups' own-level OOM counters. */

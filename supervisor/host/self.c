@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cr_cgroup.h"
 #include "log.h"
@@ -32,6 +33,19 @@ void cr_self_raise_nofile(struct cr_self *s)
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
         cr_log(CR_LOG_WARNING, "cannot raise the open-files limit to %llu: %s",
                (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
+uint64_t cr_self_rss(void)
+{
+    unsigned long long size = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    int n = f ? fscanf(f, "%llu %llu", &size, &rss) : 0;
+    if (f)
+        fclose(f);
+    if (n != 2)
+        return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    return (uint64_t)rss * (uint64_t)(page > 0 ? page : 4096);
 }
 
 void cr_self_cpus(struct cr_cpus *ret)

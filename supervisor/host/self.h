@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/resource.h>
 #include <uv.h>
 
@@ -29,6 +30,9 @@ struct cr_cpus {
     unsigned quota;    /* whole CPUs, rounded up; 0 = no quota */
     char quota_group[256]; /* the group that sets it ("" = none) */
 };
+
+/* corrald's own resident memory in bytes (/proc/self/statm), 0 unread. */
+uint64_t cr_self_rss(void);
 
 /* Raises the open-files soft limit to the hard one (logged when refused). */
 void cr_self_raise_nofile(struct cr_self *s);

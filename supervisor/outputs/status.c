@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "config.h"
 #include "cr_cgroup.h"
 #include "cr_config.h"
@@ -206,6 +207,34 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     lit(cg, "layout", v.cgroups ? cr_cgroup_layout_to_string(v.cg_layout) : "none");
     if (v.cg_workers)
         str(cg, "workers", v.cg_workers);
+    struct cr_budget_in bi;
+    struct cr_budget b;
+    cr_view_budget(sup, &bi, &b);
+    if (!b.limited) {
+        cJSON_AddNullToObject(s, "memory_budget");
+    } else {
+        char line[512];
+        cJSON *mb = cJSON_AddObjectToObject(s, "memory_budget");
+        cJSON_AddBoolToObject(mb, "fits", b.fits);
+        num(mb, "limit_bytes", bi.limit);
+        if (bi.group)
+            str(mb, "limit_group", bi.group);
+        cJSON_AddBoolToObject(mb, "oom_group", bi.oom_group);
+        if (bi.per_worker)
+            num(mb, "per_worker_bytes", bi.per_worker);
+        else
+            cJSON_AddNullToObject(mb, "per_worker_bytes");
+        num(mb, "workers", bi.workers);
+        num(mb, "spares", bi.spares);
+        num(mb, "reload_replacements", bi.replacements);
+        num(mb, "corrald_bytes", bi.self);
+        num(mb, "margin_bytes", b.margin);
+        num(mb, "need_bytes", b.need);
+        num(mb, "fit_workers", b.fit_workers);
+        num(mb, "fit_per_worker_bytes", b.fit_per_worker);
+        cr_budget_format(&bi, &b, line, sizeof line);
+        str(mb, "summary", line);
+    }
     cJSON *d = cJSON_AddObjectToObject(s, "deaths");
     for (int i = 0; i < _CR_DEATH_MAX; i++)
         num(d, cr_death_to_string((enum cr_death)i), v.deaths_by_category[i]);

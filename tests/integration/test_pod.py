@@ -278,6 +278,52 @@ def test_exit_codes():
         ct.shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- the memory budget ----------------------------------------------------------------
+
+def test_memory_budget():
+    """Per-worker limits that add up to more than the enclosing group's:
+    one warning line with the numbers and what would fit, at start-up and on
+    `set` and `scale`; status shows the budget."""
+    ct.need_memcg()
+    cg = ct.TestCgroup("budget")
+    cg.limit(300 << 20)
+    c = None
+    try:
+        # 2 workers + a reload's replacement at 128M = 384M > 300M.
+        c = ct.Corrald("--memory-max", "128M", workers=2, cgroups=cg.rel, name="budget")
+        b = c.status()["supervisor"]["memory_budget"]
+        assert b and b["fits"] is False, b
+        assert b["limit_bytes"] == 300 << 20 and b["limit_group"] == cg.rel, b
+        assert b["per_worker_bytes"] == 128 << 20 and b["workers"] == 2, b
+        assert b["reload_replacements"] == 1 and b["margin_bytes"] == 16 << 20, b
+        assert 0 < b["corrald_bytes"] < 64 << 20, b
+        assert b["need_bytes"] == 3 * (128 << 20) + b["corrald_bytes"] + (16 << 20), b
+        assert b["fit_workers"] == 1, b
+        log = c.log()
+        warn = [l for l in log.splitlines() if "warning" in l and "memory budget: " in l]
+        assert len(warn) == 1, log[-3000:]
+        assert (f"x 128 MiB + corrald " in warn[0] and "is over the 300 MiB limit of "
+                f"{cg.rel}; it fits with --workers 1, or --memory-max " in warn[0]), warn[0]
+
+        assert c.ctl("set", key="memory-max", value="64M")["ok"]
+        ct.wait_for(lambda: "fits under the 300 MiB limit" in c.log(), 3, what="fits again")
+        assert c.status()["supervisor"]["memory_budget"]["fits"] is True
+        assert c.ctl("scale", workers=4)["ok"]  # 5 x 64M + 20M > 300M
+        ct.wait_for(lambda: len([l for l in c.log().splitlines()
+                                 if "warning" in l and "memory budget: " in l]) == 2, 3,
+                    what="a second warning")
+        assert c.status()["supervisor"]["memory_budget"]["fit_workers"] == 3
+        out = subprocess.run([os.environ["CORRALCTL"], "--socket", c.sock, "status"],
+                             capture_output=True, text=True, timeout=10)
+        assert "memory budget: (4 worker(s) + 0 spare(s) + 1 reload replacement) x 64 MiB" \
+            in out.stdout, out.stdout
+        assert c.stop() == 0
+    finally:
+        if c:
+            c.close()
+        cg.remove()
+
+
 # -- --workers auto under a CPU quota ---------------------------------------------------
 
 class CpuCgroup:
