@@ -88,8 +88,13 @@ static void setup_ancestors(struct cr_cgtree *t, const char *rel)
  * and the groups above it are still read, so that a container's limit is
  * told from the machine running out of memory. Nothing is required: with no
  * readable memory controller the workers are still supervised. */
-static void setup_shared(struct cr_cgtree *t)
+static void setup_shared(struct cr_cgtree *t, const struct cr_config *c)
 {
+    if (c->memory_max)
+        cr_log(CR_LOG_NOTICE,
+               "--memory-max %.1f MiB without per-worker cgroups: corrald enforces it from each "
+               "worker's resident memory (SIGKILL at the limit; read every 25 ms, every 5 ms from half of it)",
+               (double)c->memory_max / 1048576.0);
     enum cr_cgroup_layout layout = CR_CGROUP_NONE;
     char *own = NULL;
     if (cr_cgroup_detect(&layout, NULL) < 0 || layout == CR_CGROUP_NONE ||
@@ -101,23 +106,52 @@ static void setup_shared(struct cr_cgtree *t)
     t->layout = layout;
     setup_ancestors(t, own);
     cr_log(CR_LOG_NOTICE,
-           "cgroups disabled (--no-cgroups): no per-worker limits; reading the "
+           "cgroups disabled (--no-cgroups): no per-worker cgroups; reading the "
            "OOM counters of %zu enclosing group(s) of %s",
            t->nancestors, own);
     free(own);
+}
+
+/* The AppArmor profile confining corrald in enforce mode ("" when none):
+ * docker's and containerd's default profiles deny mount, so the remount
+ * that would make a container's cgroup mount writable is refused even with
+ * CAP_SYS_ADMIN. */
+static void apparmor_profile(char *buf, size_t size)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/self/attr/apparmor/current", "re");
+    if (!f)
+        f = fopen("/proc/self/attr/current", "re");
+    if (!f)
+        return;
+    char line[256] = "";
+    if (fgets(line, sizeof line, f) && strstr(line, "(enforce)")) {
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(buf, size, "%s", line);
+    }
+    fclose(f);
 }
 
 /* Why a worker group could not be made, and the exact fix, in one line. */
 static void log_create_failure(const char *wrel, enum cr_cgroup_layout layout, const char *mount,
                                int r)
 {
+    char aa[256], why[400] = "";
+    apparmor_profile(aa, sizeof aa);
+    if (aa[0])
+        snprintf(why, sizeof why,
+                 "; AppArmor profile %s confines corrald and denies the remount even with "
+                 "CAP_SYS_ADMIN",
+                 aa);
     if (r == -EROFS || cr_cgroup_mount_writable() == -EROFS)
         cr_log(CR_LOG_ERR,
-               "cannot create cgroup %s: %s is mounted read-only (a container's default); "
-               "fix: docker/podman run --cgroupns=private --cap-add SYS_ADMIN, with "
+               "cannot create cgroup %s: %s is mounted read-only (a container's default)%s; "
+               "routes to writable cgroups: containerd's cgroup_writable runtime option, "
+               "CRI-O's io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw annotation, "
+               "docker/podman run --cgroupns=private --cap-add SYS_ADMIN with "
                "'mount -o remount,%srw %s' before corrald (corral's image entrypoint does "
-               "it), or start corrald with --no-cgroups",
-               wrel, mount, layout == CR_CGROUP_V1 ? "bind," : "", mount);
+               "it); or start corrald with --no-cgroups, where it enforces --memory-max itself",
+               wrel, mount, why, layout == CR_CGROUP_V1 ? "bind," : "", mount);
     else
         cr_log(CR_LOG_ERR,
                "cannot create cgroup %s (%s) under %s: %s; run as root, delegate the subtree "
@@ -287,7 +321,7 @@ int cr_cgtree_setup(struct cr_cgtree *t, uv_loop_t *loop, const struct cr_config
     uv_timer_init(loop, &t->trash_timer);
     t->trash_timer.data = t;
     if (c->no_cgroups) {
-        setup_shared(t);
+        setup_shared(t, c);
         return 0;
     }
     enum cr_cgroup_layout layout;

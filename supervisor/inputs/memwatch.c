@@ -2,10 +2,20 @@
  * /proc/<pid>/statm, the cgroup's usage, and the worker's last heap report
  * go into a bounded ring (generation/memread.c); the trend module reads a
  * verdict off it, and the soft limit recycles a worker before the kernel
- * has to kill it. */
+ * has to kill it.
+ *
+ * A worker without a cgroup of its own (--no-cgroups: an unprivileged pod,
+ * whose cgroup mount is read-only) has no kernel limit but the container's,
+ * and with memory.oom.group=1 the container's OOM kill takes every process
+ * in it. corrald enforces --memory-max on such a worker itself: SIGKILL
+ * once its resident memory reaches the limit. Between rounds every such
+ * worker's RSS is read again (one pread of statm) every WATCH_MS, and every
+ * NEAR_MS while one is at half its limit or more: a worker growing fast
+ * gets that much growth past the limit, not a whole sample period's. */
 #include "memwatch.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +38,15 @@
  * ends within a few milliseconds when nothing else is waiting. A spawn
  * (pacer.c) may share a turn's idle phase with a slice. */
 #define SLICE_NS (2 * 1000 * 1000)
+#define WATCH_MS 25
+#define NEAR_MS 5
+
 
 struct cr_memwatch {
     struct cr_supervisor *sup;
     uv_timer_t timer;
     uv_idle_t slice; /* the round goes on */
+    uv_timer_t near; /* workers under a limit corrald enforces: read every WATCH_MS or NEAR_MS */
     unsigned round;  /* a worker looked at in this round has w->g.mem.round == round */
     bool closed;
 };
@@ -65,6 +79,36 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
                      "worker %d: replacement spawned %llu ms after usage crossed the soft limit",
                      cr_worker_id(w),
                      (unsigned long long)(cr_now_ms(sup) - w->g.mem.soft_crossed_at));
+}
+
+/* The limit corrald enforces on w itself: --memory-max when w has no
+ * cgroup of its own (the kernel enforces it otherwise); 0: none. */
+static uint64_t enforced_limit(const struct cr_worker *w)
+{
+    return w->g.cg.cg ? 0 : w->sup->cfg.memory_max;
+}
+
+static bool near_limit(const struct cr_worker *w)
+{
+    uint64_t lim = enforced_limit(w);
+    return lim && w->g.pid && cr_wstate_sampled(w->state) && w->g.mem.rss >= lim / 2;
+}
+
+/* At or over the limit corrald enforces: SIGKILL, as the kernel would at a
+ * cgroup's memory.max, with the reading in the death's evidence. Once. */
+static void check_hard_limit(struct cr_worker *w, uint64_t rss)
+{
+    uint64_t lim = enforced_limit(w);
+    if (!lim || rss < lim || w->g.ledger.reason == CR_KILL_MEMORY)
+        return;
+    char u[32], l[32], why[160];
+    fmt_mib(u, sizeof(u), rss);
+    fmt_mib(l, sizeof(l), lim);
+    snprintf(why, sizeof(why), "RSS %s at --memory-max %s", u, l);
+    cr_log_event(CR_LOG_WARNING, "memory-kill", cr_worker_id(w), w->g.pid, NULL,
+                 "worker %d: %s, SIGKILL (corrald enforces the limit: no per-worker cgroup)",
+                 cr_worker_id(w), why);
+    cr_worker_signal(w, SIGKILL, CR_KILL_MEMORY, why);
 }
 
 static void sample_worker(struct cr_worker *w)
@@ -101,7 +145,48 @@ static void sample_worker(struct cr_worker *w)
                      cr_trend_verdict_to_string(v), cr_trend_verdict_to_string(was),
                      g->mem.verdict_text);
     }
+    check_hard_limit(w, g->mem.rss);
     check_soft_limit(w, g->cg.cg ? g->mem.cg_usage : g->mem.rss);
+}
+
+/* Workers under a limit corrald enforces: their resident memory only,
+ * against the hard limit, every WATCH_MS, or NEAR_MS while one of them is
+ * near it. Stops when none is left. */
+static void on_near(uv_timer_t *t)
+{
+    struct cr_memwatch *mw = t->data;
+    bool any = false, near = false;
+    for (struct cr_worker *w = mw->sup->workers, *next; w; w = next) {
+        next = w->next;
+        if (!enforced_limit(w) || !w->g.pid || !cr_wstate_sampled(w->state))
+            continue;
+        any = true;
+        bool pss = w->sup->cfg.pss;
+        uint64_t rss = cr_mem_read_resident(cr_io_mem_fd(&w->g, pss, false), pss);
+        if (!rss)
+            continue; /* exited, not reaped yet: the last reading stands */
+        w->g.mem.rss = rss;
+        check_hard_limit(w, rss);
+        near |= near_limit(w);
+    }
+    if (!any)
+        uv_timer_stop(t);
+    else if (uv_timer_get_repeat(t) != (near ? NEAR_MS : WATCH_MS))
+        uv_timer_start(t, on_near, near ? NEAR_MS : WATCH_MS, near ? NEAR_MS : WATCH_MS);
+}
+
+/* Starts the reads when a round found a worker under a limit corrald
+ * enforces. */
+static void arm_near(struct cr_memwatch *mw)
+{
+    if (mw->closed || uv_is_active((uv_handle_t *)&mw->near))
+        return;
+    for (struct cr_worker *w = mw->sup->workers; w; w = w->next)
+        if (enforced_limit(w) && w->g.pid && cr_wstate_sampled(w->state)) {
+            uint64_t ms = near_limit(w) ? NEAR_MS : WATCH_MS;
+            uv_timer_start(&mw->near, on_near, ms, ms);
+            return;
+        }
 }
 
 /* Every round, sampled or not: a calm worker is sampled every few rounds,
@@ -119,10 +204,11 @@ static void check_lifetime(struct cr_worker *w)
 
 static void on_slice(uv_idle_t *h);
 
-/* The lowest of the soft and the hard limit that apply, 0 for none. */
+/* The lowest of the soft and the hard limit that apply (the kernel's or
+ * corrald's own), 0 for none. */
 static uint64_t lowest_limit(const struct cr_worker *w)
 {
-    uint64_t soft = w->sup->cfg.memory_soft, hard = w->g.cg.cg ? w->g.cg.limit : 0;
+    uint64_t soft = w->sup->cfg.memory_soft, hard = w->g.cg.cg ? w->g.cg.limit : enforced_limit(w);
     return !soft ? hard : !hard ? soft : soft < hard ? soft : hard;
 }
 
@@ -157,6 +243,7 @@ static void sample_slice(struct cr_memwatch *mw)
         check_lifetime(w);
     }
     uv_idle_stop(&mw->slice);
+    arm_near(mw);
 }
 
 static void on_slice(uv_idle_t *h)
@@ -188,6 +275,8 @@ int cr_memwatch_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_memwat
     mw->timer.data = mw;
     uv_idle_init(loop, &mw->slice);
     mw->slice.data = mw;
+    uv_timer_init(loop, &mw->near);
+    mw->near.data = mw;
     *ret = mw;
     return 0;
 }
@@ -203,13 +292,17 @@ void cr_memwatch_on_event(void *userdata, const struct cr_event *ev)
     struct cr_memwatch *mw = userdata;
     if (mw->closed)
         return;
-    if (ev->type == CR_EV_CONFIG && strcmp(ev->key, "sample-interval") == 0) {
+    if (ev->type == CR_EV_WORKER_STATE ||
+        (ev->type == CR_EV_CONFIG && strcmp(ev->key, "memory-max") == 0)) {
+        arm_near(mw); /* a new worker is watched from its start, not the next round */
+    } else if (ev->type == CR_EV_CONFIG && strcmp(ev->key, "sample-interval") == 0) {
         uv_timer_stop(&mw->timer);
         cr_memwatch_start(mw);
     } else if (ev->type == CR_EV_FINISHED) {
         mw->closed = true;
         uv_close((uv_handle_t *)&mw->timer, NULL);
         uv_close((uv_handle_t *)&mw->slice, NULL);
+        uv_close((uv_handle_t *)&mw->near, NULL);
     }
 }
 

@@ -17,6 +17,7 @@ static const char *const death_names[_CR_DEATH_MAX] = {
     [CR_DEATH_OOM_OWN_LIMIT] = "oom-own-limit",
     [CR_DEATH_OOM_ANCESTOR_LIMIT] = "oom-ancestor-limit",
     [CR_DEATH_OOM_SYSTEM] = "oom-system",
+    [CR_DEATH_MEMORY_KILL] = "memory-kill",
     [CR_DEATH_WATCHDOG_KILL] = "watchdog-kill",
     [CR_DEATH_STOP_TIMEOUT] = "stop-timeout",
     [CR_DEATH_START_TIMEOUT] = "start-timeout",
@@ -34,6 +35,7 @@ static const char *const kill_names[_CR_KILL_REASON_MAX] = {
     [CR_KILL_STOP_TIMEOUT] = "stop-timeout",
     [CR_KILL_START_TIMEOUT] = "start-timeout",
     [CR_KILL_MANUAL] = "manual",
+    [CR_KILL_MEMORY] = "memory-max",
 };
 
 /* Messages a runtime prints when its managed heap is exhausted: V8's two,
@@ -339,6 +341,12 @@ static bool classify_ledger(const struct cr_death_evidence *ev, int sig, struct 
     case CR_KILL_START_TIMEOUT:
         set(r, CR_DEATH_START_TIMEOUT,
             "killed by corrald (%s): no READY=1 within the start timeout%s%s", name, sep, text);
+        break;
+    case CR_KILL_MEMORY:
+        set(r, CR_DEATH_MEMORY_KILL,
+            "killed by corrald (%s) at its memory limit, which corrald enforces: the worker has "
+            "no cgroup of its own%s%s",
+            name, sep, text);
         break;
     default: /* CR_KILL_MANUAL */
         set(r, CR_DEATH_SIGNAL, "killed by %s sent by an operator through corrald%s%s", name,

@@ -20,6 +20,7 @@ enum cr_death {
     CR_DEATH_OOM_OWN_LIMIT,      /* kernel OOM kill at the worker cgroup's own limit */
     CR_DEATH_OOM_ANCESTOR_LIMIT, /* kernel OOM kill at an enclosing cgroup's limit */
     CR_DEATH_OOM_SYSTEM,         /* kernel OOM kill with no cgroup limit involved */
+    CR_DEATH_MEMORY_KILL,        /* corrald killed it at --memory-max (no per-worker group) */
     CR_DEATH_WATCHDOG_KILL,      /* corrald killed it because it hung */
     CR_DEATH_STOP_TIMEOUT,       /* corrald SIGKILLed it: drain outlived the stop timeout */
     CR_DEATH_START_TIMEOUT,      /* corrald killed it: no READY=1 in time */
@@ -49,6 +50,7 @@ enum cr_kill_reason {
     CR_KILL_STOP_TIMEOUT,  /* SIGKILL after the drain outlived the stop timeout */
     CR_KILL_START_TIMEOUT, /* no READY=1 within the start timeout */
     CR_KILL_MANUAL,        /* operator `kill <id> <sig>` over the control socket */
+    CR_KILL_MEMORY,        /* SIGKILL at --memory-max, enforced by corrald (no per-worker group) */
     _CR_KILL_REASON_MAX,
 };
 

@@ -278,6 +278,73 @@ def test_exit_codes():
         ct.shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- --memory-max without per-worker cgroups -----------------------------------------
+
+def leak(c, mb, every, limit_s=15):
+    """Grows one worker by `mb` MiB every `every` seconds on one keep-alive
+    connection (so one worker) until the connection breaks: the worker
+    died. Returns the pid that answered."""
+    conn = http.client.HTTPConnection(c.host, c.port, timeout=5)
+    pid = None
+    end = time.monotonic() + limit_s
+    try:
+        while time.monotonic() < end:
+            conn.request("GET", f"/buffer?mb={mb}&retain=1")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200, r.status
+            pid = int(r.getheader("X-Worker-Pid"))
+            time.sleep(every)
+    except (OSError, http.client.HTTPException):
+        return pid
+    finally:
+        conn.close()
+    raise AssertionError(f"worker {pid} still alive after {limit_s} s of growth")
+
+
+def test_memory_kill():
+    """--no-cgroups inside a group that stands for the pod (its limit 512M,
+    the container's): a worker growing 4 MiB every 50 ms is killed by
+    corrald at --memory-max 64M with its own category and the reading;
+    its sibling keeps its pid, the container's group never OOM-kills, and
+    the termination message names the death."""
+    ct.need_memcg()
+    pod = ct.TestCgroup("memkill")
+    pod.limit(512 << 20)
+    tmp = ct.tempfile.mkdtemp(prefix="corral-memkill-")
+    path = os.path.join(tmp, "termination-log")
+    c = None
+    try:
+        c = ct.Corrald("--memory-max", "64M", "--termination-log", path, workers=2,
+                       preexec=pod.enter, name="memkill")
+        assert "corrald enforces it from each worker's resident memory" in c.log(), c.log()
+        victim = leak(c, 4, 0.05)
+        sibling = next(p for p in c.live_pids() if p != victim)
+        d = c.wait_death("memory-kill")[0]
+        assert d["pid"] == victim, d
+        assert d["exit_code"] is None or d["shell_status"] == 137, d
+        assert "at --memory-max 64.0 MiB" in d["reason"], d["reason"]
+        pm = d.get("postmortem", d)
+        rss = pm["rss_bytes"]
+        assert rss >= 64 << 20, pm
+        over = rss - (64 << 20)
+        # One request's 4 MiB, plus what a 5 ms read interval lets through.
+        assert over <= 16 << 20, f"{over / 2**20:.1f} MiB past the limit"
+        assert ct.pid_alive(sibling) and sibling in c.live_pids(), c.workers()
+        assert pod.oom_kills() == 0
+        c.wait_ready(2)
+        ct.wait_for(lambda: "memory-kill" in read(path), 5, what="the death in the file")
+        line = next(l for l in read(path).splitlines() if f"pid {victim} " in l)
+        assert " memory-kill (137, signal 9): " in line, line
+        print(f"killed at RSS {rss / 2**20:.1f} MiB, {over / 2**20:.1f} MiB past the limit")
+        assert c.stop() == 0
+    finally:
+        if c:
+            c.close()
+        pod.remove()
+        ct.shutil.rmtree(tmp, ignore_errors=True)
+
+
 # -- the memory budget ----------------------------------------------------------------
 
 def test_memory_budget():

@@ -376,6 +376,7 @@ static void test_sigkill_ledger(void **state)
         {CR_KILL_STOP_TIMEOUT, CR_DEATH_STOP_TIMEOUT, false},
         {CR_KILL_START_TIMEOUT, CR_DEATH_START_TIMEOUT, false},
         {CR_KILL_MANUAL, CR_DEATH_SIGNAL, false},
+        {CR_KILL_MEMORY, CR_DEATH_MEMORY_KILL, false},
         {CR_KILL_RECYCLE, CR_DEATH_RECYCLED, true},
         {CR_KILL_STOP, CR_DEATH_EXIT_CLEAN, true},
     };
@@ -396,6 +397,17 @@ static void test_sigkill_ledger(void **state)
     ev.kill_signal = SIGKILL;
     struct cr_death_result r = classify(&ev);
     assert_reason_has(r, "operator");
+
+    /* corrald's own memory kill carries its reading; a kernel OOM kill
+     * counted in the worker's group still wins over the ledger. */
+    ev = killed(SIGKILL);
+    ev.kill_reason = CR_KILL_MEMORY;
+    ev.kill_signal = SIGKILL;
+    ev.kill_text = "RSS 70.2 MiB at --memory-max 64.0 MiB";
+    r = classify(&ev);
+    assert_int_equal(r.category, CR_DEATH_MEMORY_KILL);
+    assert_reason_has(r, "no cgroup of its own: RSS 70.2 MiB at --memory-max 64.0 MiB");
+    assert_int_equal(r.shell_status, 137);
 }
 
 static void test_hang_mask(void **state)
