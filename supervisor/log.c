@@ -152,7 +152,7 @@ void cr_log_event(enum cr_log_level level, const char *event, int worker_id, pid
 static void log_death(const struct cr_event *ev)
 {
     const struct cr_postmortem *pm = ev->postmortem;
-    char status[40], peak[48], death[48], gen[40], line[2048], pmf[2100];
+    char status[40], peak[48], death[48], gen[40], line[3072], pmf[3100];
     snprintf(status, sizeof(status), "CORRAL_EXIT_STATUS=%d", pm->shell_status);
     snprintf(peak, sizeof(peak), "CORRAL_MEMORY_PEAK=%llu", (unsigned long long)pm->cg_peak);
     snprintf(death, sizeof(death), "CORRAL_DEATH=%s", cr_death_to_string(pm->category));

@@ -16,6 +16,8 @@
 #include "app.h"
 #include "cr_config.h"
 #include "router.h"
+#include "trace.h"
+#include "wpage.h"
 
 struct main_state {
     struct cr_app app;
@@ -163,6 +165,9 @@ static int setup(struct main_state *ms)
     cr_heap_init(&app->heap, app->opts.heap_limit);
     if ((r = cr_notify_init(&app->notify)) < 0)
         fprintf(stderr, "corral-worker: CORRAL_NOTIFY_FD: %s; not reporting\n", strerror(-r));
+    if ((r = cr_trace_open()) < 0)
+        fprintf(stderr, "corral-worker: %s: %s; not saying what it serves\n", CR_WPAGE_ENV,
+                strerror(-r));
     cr_datafile_init(&app->file, app->loop, app->opts.file_size);
     burn_path(&app->opts, burn, sizeof(burn));
     if ((r = cr_execpool_init(&app->exec, app->loop, burn, app->opts.exec_concurrency,

@@ -81,6 +81,7 @@ void cr_req_free(struct cr_req *req)
 {
     if (!req)
         return;
+    cr_server_request_done(req->srv, req); /* one never answered: not served any more */
     if (req->on_free)
         req->on_free(req->on_free_arg);
     if (req->wbuf.base != req->out_small)
@@ -267,6 +268,7 @@ void cr_req_respond(struct cr_req *req, int status, const char *ctype, const cha
     req->responded = true;
     req->status = status;
     srv->stats.inflight--;
+    cr_server_request_done(srv, req);
     if (status > 0 && status < 600)
         srv->stats.by_status[status]++;
     if (!c) {

@@ -22,6 +22,8 @@ void cr_router_handle(struct cr_req *req, void *ud);
 bool cr_query_uint(struct cr_req *req, const struct cr_query *q, const char *key, uint64_t min,
                    uint64_t max, uint64_t def, uint64_t *ret);
 
+/* router.c: GET /heavy, the loop burnt on purpose */
+void cr_ep_heavy(struct cr_app *app, struct cr_req *req, const struct cr_query *q);
 /* endpoints.c */
 void cr_ep_hash(struct cr_app *app, struct cr_req *req, const struct cr_query *q, bool sync);
 void cr_ep_file(struct cr_app *app, struct cr_req *req, const struct cr_query *q);

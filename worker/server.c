@@ -1,6 +1,7 @@
 /* Connections: accept, read, parse, timeouts, shutdown and drain. Answers
  * and ordered writes live in response.c. */
 #include "server_int.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -497,6 +498,48 @@ static int p_body(void *ud, const char *at, size_t len)
     return 0;
 }
 
+/* The request goes to the handler: it is the one being served now, as far
+ * as the worker page tells (a handler that blocks the loop blocks in it). */
+static void dispatched(struct cr_server *srv, struct cr_req *r)
+{
+    r->started_ns = uv_hrtime();
+    r->live = true;
+    r->live_next = NULL;
+    r->live_prev = srv->live_tail;
+    if (srv->live_tail)
+        srv->live_tail->live_next = r;
+    else
+        srv->live_head = r;
+    srv->live_tail = r;
+    cr_trace_request((uint32_t)srv->stats.inflight, srv->stats.requests, r->started_ns, r->method,
+                     r->path ? r->path : "", r->query ? r->query : "");
+}
+
+void cr_server_request_done(struct cr_server *srv, struct cr_req *r)
+{
+    if (!r->live)
+        return;
+    r->live = false;
+    bool newest = srv->live_tail == r;
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else
+        srv->live_head = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
+    else
+        srv->live_tail = r->live_prev;
+    r->live_prev = r->live_next = NULL;
+    if (!newest)
+        return; /* the page names a newer one, still being served */
+    const struct cr_req *t = srv->live_tail;
+    if (t)
+        cr_trace_request((uint32_t)srv->stats.inflight, srv->stats.requests, t->started_ns,
+                         t->method, t->path ? t->path : "", t->query ? t->query : "");
+    else
+        cr_trace_idle((uint32_t)srv->stats.inflight, srv->stats.requests);
+}
+
 static int p_complete(void *ud)
 {
     struct cr_conn *c = ud;
@@ -512,6 +555,7 @@ static int p_complete(void *ud)
     arm(c, TIMER_NONE, 0);
     c->srv->stats.requests++;
     c->srv->stats.inflight++;
+    dispatched(c->srv, r);
     if (!r->keep_alive) {
         /* Connection: close: nothing after this request is read. */
         c->state = CONN_CLOSING;

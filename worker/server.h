@@ -51,6 +51,11 @@ struct cr_req {
     void (*on_free)(void *);
     void *on_free_arg;
     struct cr_req *spare_next; /* on the server's list of spare requests */
+    /* On the server's list of requests being served (the worker page
+     * names its newest), from its dispatch to its answer. */
+    struct cr_req *live_prev, *live_next;
+    bool live;
+    uint64_t started_ns; /* uv_hrtime() at the dispatch */
     /* Inline storage, last (not cleared on reuse): a short URL and a small
      * response need no allocation of their own. */
     char url_small[64];

@@ -61,6 +61,7 @@ struct cr_server {
     char pid[16];
     char ident[112]; /* "X-Worker-Id: ..\r\nX-Worker-Pid: ..\r\n" */
     size_t ident_len;
+    struct cr_req *live_head, *live_tail; /* dispatched, not answered; newest last */
     struct cr_req *spare; /* freed requests kept for reuse */
     unsigned nspare;
 };
@@ -78,6 +79,9 @@ struct cr_req *cr_req_new(struct cr_conn *c);
 void cr_req_spares_free(struct cr_server *srv);
 
 /* server.c */
+/* The request leaves the list of those being served (it was answered):
+ * the worker page names the newest one left, or none. */
+void cr_server_request_done(struct cr_server *srv, struct cr_req *req);
 void cr_conn_close(struct cr_conn *c);
 void cr_conn_feed(struct cr_conn *c, const char *data, size_t len);
 void cr_conn_after_write(struct cr_conn *c);

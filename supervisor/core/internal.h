@@ -1,6 +1,6 @@
 /* The data of the supervisor core: the worker table and the supervisor
- * that owns it. The core's files (supervisor.c with recycle.c, spares.c and
- * pacer.c, operations.c, view.c), the inputs that keep per-worker readings
+ * that owns it. The core's files (supervisor.c with recycle.c, spares.c,
+ * trace.c and pacer.c, operations.c, view.c), the inputs that keep per-worker readings
  * (memwatch.c, worker_notify.c) and main.c's wiring see inside; the outputs
  * read through view.h. scripts/include-graph holds that list.
  *
@@ -92,6 +92,11 @@ struct cr_spares {
     unsigned early_promotions; /* of them, on the kernel's exit notice (before the reap) */
 };
 
+/* Hung workers asked for their stacks (trace.c). */
+struct cr_tracer {
+    uv_timer_t poll; /* runs while a worker in `tracing` has not answered */
+};
+
 /* The deaths on record (supervisor.c). */
 struct cr_deaths {
     struct cr_history *history;
@@ -131,6 +136,7 @@ struct cr_supervisor {
     struct cr_pacer pacer;
     uv_idle_t drain_turn; /* runs while retiring workers wait for their paced SIGTERM (recycle.c) */
     struct cr_spares spares;
+    struct cr_tracer tracer;
     struct cr_deaths deaths;
     uv_timer_t finish_timer; /* exits the loop once stopping and empty */
     struct cr_events events; /* who hears about what happens (subscribed in main.c) */

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "memread.h"
 #include "notify_rx.h"
+#include "page.h"
 #include "reaper.h"
 #include "supervisor_int.h"
 #include "uvclose.h"
@@ -133,6 +134,7 @@ static void worker_remove(struct cr_worker *w)
     if (w->role != CR_ROLE_RETIRING)
         cr_worker_retire(w);
     cr_mem_free(&w->g.mem);
+    cr_page_release(&w->g);
     cr_cg_prep_drop(&w->g);
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
@@ -337,15 +339,26 @@ static enum cr_wevent act_arm_watchdog(struct cr_worker *w)
     return NOTHING;
 }
 
+/* " in GET /x (5.2 s)" from the worker's page, "" when it says nothing. */
+static void request_text(const struct cr_worker *w, char *buf, size_t size)
+{
+    struct cr_request_seen r;
+    cr_page_request(w->g.page, &r);
+    cr_request_seen_text(&r, buf, size);
+}
+
 static enum cr_wevent act_flag_blocked(struct cr_worker *w)
 {
     const struct cr_config *c = &w->sup->cfg;
     uint64_t silent = cr_now_ms(w->sup) - w->g.report.last_at;
+    char rq[CR_WPAGE_TARGET_MAX + 64];
+    request_text(w, rq, sizeof(rq));
     cr_log_event(CR_LOG_WARNING, "blocked", cr_worker_id(w), w->g.pid, NULL,
-                 "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)",
+                 "worker %d blocked: no heartbeat for %llu ms (watchdog %llu ms)%s",
                  cr_worker_id(w), (unsigned long long)silent,
-                 (unsigned long long)c->watchdog_ms);
-    cr_worker_publish_state(w, "blocked", NULL);
+                 (unsigned long long)c->watchdog_ms, rq);
+    /* The event says where, without the leading " in ". */
+    cr_worker_publish_state(w, "blocked", strncmp(rq, " in ", 4) == 0 ? rq + 4 : NULL);
     if (c->hang_timeout_ms)
         cr_worker_set_deadline(w, c->hang_timeout_ms > silent ? c->hang_timeout_ms - silent : 0);
     cr_supervisor_table_changed(w->sup);
@@ -375,10 +388,12 @@ static enum cr_wevent act_kill_start_timeout(struct cr_worker *w)
 
 static enum cr_wevent act_kill_hang(struct cr_worker *w)
 {
-    char text[128];
-    snprintf(text, sizeof(text), "no heartbeat for %llu ms (hang timeout %llu ms)",
+    char text[sizeof(w->g.ledger.text)], rq[CR_WPAGE_TARGET_MAX + 64];
+    cr_trace_note_missing(w);
+    request_text(w, rq, sizeof(rq));
+    snprintf(text, sizeof(text), "no heartbeat for %llu ms (hang timeout %llu ms)%.200s",
              (unsigned long long)(cr_now_ms(w->sup) - w->g.report.last_at),
-             (unsigned long long)w->sup->cfg.hang_timeout_ms);
+             (unsigned long long)w->sup->cfg.hang_timeout_ms, rq);
     cr_log_event(CR_LOG_ERR, "hang-kill", cr_worker_id(w), w->g.pid, NULL,
                  "worker %d hung: %s; sending SIGABRT for a core, SIGKILL in %d ms",
                  cr_worker_id(w), text, HANG_ABORT_GRACE_MS);
@@ -686,6 +701,7 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_FLAG_BLOCKED] = act_flag_blocked,
     [CR_WA_UNBLOCK] = act_unblock,
     [CR_WA_KILL_START_TIMEOUT] = act_kill_start_timeout,
+    [CR_WA_ASK_STACK] = cr_trace_act_ask,
     [CR_WA_KILL_HANG] = act_kill_hang,
     [CR_WA_KILL_HARD] = act_kill_hard,
     [CR_WA_SEND_TERM] = act_send_term,
@@ -811,7 +827,8 @@ static void finish_stop(uv_timer_t *t)
     cr_self_stop(&sup->self);
     uv_handle_t *hs[] = {(uv_handle_t *)&sup->finish_timer, (uv_handle_t *)&sup->spares.timer,
                          (uv_handle_t *)&sup->pacer.turn, (uv_handle_t *)&sup->pacer.recheck,
-                         (uv_handle_t *)&sup->drain_turn, (uv_handle_t *)&sup->stop_delay};
+                         (uv_handle_t *)&sup->drain_turn, (uv_handle_t *)&sup->stop_delay,
+                         (uv_handle_t *)&sup->tracer.poll};
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         cr_uv_close(hs[i]);
 }
@@ -825,6 +842,7 @@ void cr_supervisor_init_handles(struct cr_supervisor *sup)
     sup->finish_timer.data = sup->spares.timer.data = sup->drain_turn.data = sup;
     sup->stop_delay.data = sup;
     cr_pacer_init(sup);
+    cr_trace_init(sup);
 }
 
 /* Once stopping and empty, exit from the next loop turn: a control client

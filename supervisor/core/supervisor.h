@@ -57,6 +57,22 @@ void cr_worker_drain(struct cr_worker *w, enum cr_kill_reason why, const char *t
  * without a process goes at once. */
 void cr_worker_drain_paced(struct cr_worker *w, enum cr_kill_reason why, const char *text);
 
+/* The stack of a worker's main thread on demand (`corralctl stack`), by
+ * its page's exchange: request 0 asks anew (state ASKED, with the
+ * request's number, or UNSUPPORTED with why), n looks for the answer to n
+ * (PENDING, or READY with the text, which the caller frees). Nothing
+ * waits in corrald: the client asks again. -ENOENT, -ESRCH. */
+enum cr_stack_state { CR_STACK_UNSUPPORTED, CR_STACK_ASKED, CR_STACK_PENDING, CR_STACK_READY };
+struct cr_stack_reply {
+    enum cr_stack_state phase;
+    uint32_t request;
+    const char *why; /* UNSUPPORTED */
+    char source[40]; /* READY */
+    char *text;      /* READY */
+};
+int cr_supervisor_stack(struct cr_supervisor *sup, int id, uint32_t request,
+                        struct cr_stack_reply *ret);
+
 /* Sends sig through the worker's pidfd and notes it in the death ledger. */
 void cr_worker_signal(struct cr_worker *w, int sig, enum cr_kill_reason why, const char *text);
 

@@ -1,6 +1,6 @@
 /* The supervisor core's own seams: what supervisor.c, the lifecycle table's
  * driver, shares with the files that carry the rest of the core (recycle.c,
- * spares.c, pacer.c). One module with supervisor.h: no other module of
+ * spares.c, trace.c, pacer.c). One module with supervisor.h: no other module of
  * corrald includes this file (scripts/include-graph checks it; the unit
  * test of the action list does), and none of these functions
  * assigns a state — cr_worker_event() alone does. */
@@ -83,6 +83,16 @@ enum cr_wevent cr_spare_act_become(struct cr_worker *w);
 enum cr_wevent cr_spare_act_promote(struct cr_worker *w);
 enum cr_wevent cr_spare_act_kill(struct cr_worker *w);
 enum cr_wevent cr_spare_act_failed(struct cr_worker *w);
+
+/* ---- trace.c: a hung worker's stack before its kill ----------------------- */
+
+/* Sets up its timer (closed with the core). */
+void cr_trace_init(struct cr_supervisor *sup);
+/* The table's action on a hung worker (CR_WA_ASK_STACK): asks for its
+ * stack under --stack-timeout; STACK at once when it cannot answer. */
+enum cr_wevent cr_trace_act_ask(struct cr_worker *w);
+/* At the kill: a stack asked for that never came is recorded missing. */
+void cr_trace_note_missing(struct cr_worker *w);
 
 /* ---- pacer.c: the spawn pacer -------------------------------------------- */
 

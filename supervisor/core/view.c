@@ -9,6 +9,7 @@
 #include "cr_cgroup.h"
 #include "freeze.h"
 #include "internal.h"
+#include "page.h"
 #include "self.h"
 
 /* Serving: ready or blocked, and not on its way out. */
@@ -137,6 +138,8 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
         .last_death = died ? cr_death_to_string(slot->last_death) : NULL,
         .last_death_reason = died ? slot->last_death_reason : NULL,
     };
+    if (cr_wstate_sampled(w->state))
+        cr_page_request(g->page, &ret->request);
 }
 
 void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret)

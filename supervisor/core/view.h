@@ -10,6 +10,7 @@
 
 #include "cr_cgroup.h"
 #include "death.h"
+#include "history.h"
 #include "lifecycle.h"
 #include "notify.h"
 #include "trend.h"
@@ -68,6 +69,7 @@ struct cr_worker_view {
     const char *verdict_text, *status_text;
     const char *last_death;        /* the slot's last death's category, or NULL: none */
     const char *last_death_reason;
+    struct cr_request_seen request; /* from its worker page, read now */
 };
 
 void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client.h"
 #include "cr_config.h"
@@ -36,6 +37,9 @@ static void usage(FILE *f)
           "  restart ID|all         rolling restart of one worker or all\n"
           "  reload                 rolling restart of all workers (new config)\n"
           "  kill ID SIGNAL         send SIGNAL (KILL, TERM, 9, ...) to a worker\n"
+          "  stack ID               the stack of a worker's main thread, now (workers that\n"
+          "                         answer on their page: corral-worker, the Node agent,\n"
+          "                         the Python helper)\n"
           "  set KEY VALUE          change a live setting (memory-max 256M, ...)\n"
           "  events                 follow lifecycle events, one line each\n"
           "  top                    live view, redrawn every second; q quits\n"
@@ -70,7 +74,7 @@ static cJSON *build_request(int argc, char **argv)
     } cmds[] = {{"status", 0, 0}, {"workers", 0, 0}, {"worker", 1, 1},  {"history", 0, 1},
                 {"scale", 1, 1},  {"restart", 1, 1}, {"reload", 0, 0},  {"kill", 2, 2},
                 {"set", 2, 2},    {"events", 0, 0},  {"metrics", 0, 0}, {"stop", 0, 0},
-                {"ping", 0, 0},   {"top", 0, 0}};
+                {"ping", 0, 0},   {"top", 0, 0},     {"stack", 1, 1}};
     const char *name = argv[0];
     int nargs = argc - 1;
     size_t i = 0;
@@ -174,6 +178,44 @@ static int follow_events(struct ctl_conn *c, const struct opts *o)
     }
 }
 
+/* `stack`: asks, then asks again every STACK_POLL_MS until the worker
+ * answered or the timeout passed (corrald keeps no waiting request). */
+#define STACK_POLL_MS 20
+
+static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJSON *first)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "stack");
+    if (strcmp(ctl_str(st, "state"), "unsupported") == 0) {
+        fprintf(stderr, "corralctl: no stack: %s\n", ctl_str(st, "why"));
+        return EXIT_REFUSED;
+    }
+    cJSON_AddNumberToObject(req, "request", ctl_num(st, "request"));
+    for (int waited = 0; waited <= o->timeout_ms; waited += STACK_POLL_MS) {
+        cJSON *res = NULL;
+        char *raw = NULL;
+        int r = ctl_call(c, req, o->timeout_ms, &res, &raw);
+        if (r < 0) {
+            fprintf(stderr, "corralctl: no answer from corrald: %s\n", strerror(-r));
+            return EXIT_CONNECT;
+        }
+        int code = check(res);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(res, "stack");
+        bool ready = !code && strcmp(ctl_str(s, "state"), "ready") == 0;
+        if (ready && o->json)
+            printf("%s\n", raw);
+        else if (ready)
+            printf("stack of worker %.0f (%s):\n%s", ctl_num(req, "worker"), ctl_str(s, "source"),
+                   ctl_str(s, "text"));
+        cJSON_Delete(res);
+        if (code || ready)
+            return code;
+        struct timespec ts = {0, STACK_POLL_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "corralctl: the worker did not answer within %d ms\n", o->timeout_ms);
+    return EXIT_REFUSED;
+}
+
 static int run(const struct opts *o, const char *cmd, cJSON *req)
 {
     struct ctl_conn c;
@@ -198,9 +240,15 @@ static int run(const struct opts *o, const char *cmd, cJSON *req)
         ctl_close(&c);
         return EXIT_CONNECT;
     }
+    int code = check(res);
+    if (!code && strcmp(cmd, "stack") == 0) {
+        code = fetch_stack(&c, o, req, res);
+        cJSON_Delete(res);
+        ctl_close(&c);
+        return code;
+    }
     if (o->json)
         printf("%s\n", raw);
-    int code = check(res);
     if (!code && !o->json)
         print_human(cmd, res);
     if (!code && strcmp(cmd, "events") == 0)

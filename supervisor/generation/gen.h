@@ -25,6 +25,7 @@
 #include "death.h"
 #include "memread.h"
 #include "report.h"
+#include "wpage.h"
 
 struct cr_config;
 struct cr_listener;
@@ -39,6 +40,7 @@ struct cr_wio;
 struct cr_proc;
 struct cr_gen;
 struct cr_notify_msg;
+struct cr_page;
 
 /* A warm spare serves no slot: its id is 0 until a promotion gives it one. */
 #define CR_SPARE_ID 0
@@ -78,7 +80,7 @@ struct cr_ledger {
     enum cr_kill_reason reason;
     int signal;
     uint64_t sigmask; /* every signal sent, bit n for signal n */
-    char text[192];
+    char text[320];
 };
 
 /* How it ended (the reaper; the exec pipe's errno from wio.c). */
@@ -99,6 +101,16 @@ struct cr_gen_cg {
     struct cr_cgroup_events seen; /* counters at the watch's last wake-up (wio.c) */
 };
 
+/* The stack of its main thread, asked for before a hang kill (the core's
+ * trace.c writes it), for the post-mortem. */
+struct cr_gen_stack {
+    uint32_t asked;    /* the page's request number; 0 = not asked */
+    uint64_t asked_at; /* loop ms */
+    char *text;        /* the answer (malloc'd); NULL = none came */
+    char source[CR_WPAGE_SOURCE_MAX + 1];
+    char missing[128]; /* why none came or none was asked for; "" = not asked */
+};
+
 struct cr_gen {
     const struct cr_gen_host *host;
     int id;              /* the slot it serves, CR_SPARE_ID for a spare (set by the core) */
@@ -113,6 +125,11 @@ struct cr_gen {
     struct cr_wio *io;          /* its other descriptors (wio.c); NULL once reaped */
     struct cr_cg_prep *prep;    /* its next group, made ahead off the loop (cgprep.c) */
     struct cr_freezer *freezer; /* a spare's freezer group (freeze.c) */
+    /* Its worker page (page.h), made at the spawn (worker_spawn.c), kept
+     * after the death for the post-mortem; NULL when none could be made or
+     * --no-worker-page. */
+    struct cr_page *page;
+    struct cr_gen_stack stack;
     struct cr_gen_cg cg;
     struct cr_report report; /* the worker's own reports (report.c) */
     struct cr_mem mem;       /* corrald's memory readings (memread.c) */

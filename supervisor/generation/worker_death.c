@@ -4,12 +4,15 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cgworker.h"
 #include "clock.h"
 #include "death.h"
 #include "gen.h"
 #include "history.h"
+#include "page.h"
+#include "stackdump.h"
 #include "wio.h"
 
 static void fill(struct cr_postmortem *pm, const struct cr_gen *g)
@@ -28,6 +31,33 @@ static void fill(struct cr_postmortem *pm, const struct cr_gen *g)
     pm->loop_unknown = !(last->present & CR_NF_DELAY_MAX);
     pm->external = last->external;
     pm->loop_delay_max_us = last->delay_max_us;
+}
+
+/* The request it was serving, from its page (readable after the death:
+ * corrald's mapping outlives the process), and the stack of its main
+ * thread: the one it answered before a hang kill, else a dump its runtime
+ * printed on its way out (Python's faulthandler at the SIGABRT). */
+static void fill_traces(struct cr_postmortem *pm, const struct cr_gen *g, const char *tail,
+                        size_t tail_len)
+{
+    cr_page_request(g->page, &pm->request);
+    const struct cr_gen_stack *st = &g->stack;
+    size_t off, len;
+    const char *src;
+    if (st->text) {
+        pm->stack_len = strlen(st->text);
+        if (pm->stack_len > sizeof(pm->stack) - 1)
+            pm->stack_len = sizeof(pm->stack) - 1;
+        memcpy(pm->stack, st->text, pm->stack_len);
+        snprintf(pm->stack_source, sizeof(pm->stack_source), "%s", st->source);
+    } else if (cr_stackdump_find(tail, tail_len, &off, &len, &src)) {
+        pm->stack_len = len < sizeof(pm->stack) - 1 ? len : sizeof(pm->stack) - 1;
+        memcpy(pm->stack, tail + off, pm->stack_len);
+        snprintf(pm->stack_source, sizeof(pm->stack_source), "%s", src);
+    } else {
+        snprintf(pm->stack_missing, sizeof(pm->stack_missing), "%s", st->missing);
+    }
+    pm->stack[pm->stack_len] = '\0';
 }
 
 struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
@@ -68,5 +98,6 @@ struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
     pm->uptime_ms = ev.uptime_ms;
     cr_postmortem_set_death(pm, &res);
     cr_postmortem_set_stderr(pm, tail, tail_len);
+    fill_traces(pm, g, tail, tail_len);
     return pm;
 }

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "node_agent.h"
 #include "notify_rx.h"
+#include "page.h"
 #include "priority.h"
 #include "reaper.h"
 #include "spawnproc.h"
@@ -115,6 +116,31 @@ static void strv_free(struct strv *s)
     *s = (struct strv){0};
 }
 
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+static bool is_node(const char *path)
+{
+    const char *b = base_name(path);
+    return strncmp(b, "node", 4) == 0 || strcmp(b, "nodejs") == 0;
+}
+
+static bool is_python(const char *path)
+{
+    return strncmp(base_name(path), "python", 6) == 0;
+}
+
+static bool env_has(const struct strv *env, const char *prefix)
+{
+    for (size_t i = 0; i < env->n; i++)
+        if (strncmp(env->v[i], prefix, strlen(prefix)) == 0)
+            return true;
+    return false;
+}
+
 static int build_env(const struct cr_gen *g, uint64_t heap_limit, const char *fdname,
                      struct strv *env, int *ret_slot)
 {
@@ -149,17 +175,18 @@ static int build_env(const struct cr_gen *g, uint64_t heap_limit, const char *fd
         r = r ?: strv_add(env, fmt("CORRAL_HEAP_LIMIT=%llu", (unsigned long long)heap_limit));
     if (c->threadpool)
         r = r ?: strv_add(env, fmt("UV_THREADPOOL_SIZE=%u", c->threadpool));
+    if (g->page)
+        r = r ?: strv_add(env, strdup(CR_WPAGE_ENV "=5"));
+    /* A Python worker killed for a hang (SIGABRT first) prints the
+     * traceback of every thread on its way out: the stack of the stalled
+     * loop, kept with the stderr tail. Unless the environment says
+     * otherwise. */
+    if (r == 0 && c->argc && is_python(c->argv[0]) && !env_has(env, "PYTHONFAULTHANDLER="))
+        r = strv_add(env, strdup("PYTHONFAULTHANDLER=1"));
     if (c->watchdog_ms) /* as systemd does: the worker paces its heartbeats by it */
         r = r ?: strv_add(env, fmt("WATCHDOG_USEC=%llu",
                                    (unsigned long long)c->watchdog_ms * 1000));
     return r;
-}
-
-static bool is_node(const char *path)
-{
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    return strncmp(b, "node", 4) == 0 || strcmp(b, "nodejs") == 0;
 }
 
 /* V8's heap limit is old space plus the young generation's reserve (48 MB
@@ -209,6 +236,7 @@ static void begin(struct cr_gen *g, unsigned generation)
     g->exit = (struct cr_exit){0};
     g->cg.oom_events = 0;
     g->cg.seen = (struct cr_cgroup_events){0};
+    cr_page_release(g);
     cr_report_reset(&g->report, uv_now(g->host->loop));
     cr_mem_reset(&g->mem);
     g->max_requests = c->max_requests ? c->max_requests + jitter(c->max_requests_jitter) : 0;
@@ -250,7 +278,7 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     const struct cr_spawner *sp = h->spawner;
     struct strv env = {0}, argv = {0};
     struct cr_listener own = {.fd = -1};
-    int outp[2] = {-1, -1}, ns[2] = {-1, -1}, procs_fd = -1;
+    int outp[2] = {-1, -1}, ns[2] = {-1, -1}, procs_fd = -1, page_fd = -1;
     char *path = NULL;
     int slot, r;
 
@@ -267,6 +295,10 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
         r = -errno;
         goto out;
     }
+    /* Without a page the worker runs all the same: it only cannot say
+     * what it serves. */
+    if (!c->no_worker_page && cr_page_new(&g->page, &page_fd) < 0)
+        g->page = NULL;
     if ((r = build_env(g, heap_limit, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
         (r = build_argv(g, heap_limit, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
@@ -287,7 +319,8 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     const struct cr_priority *prio = sp->priority;
     struct cr_spawn_opts o = {
         .helper = sp->helper, .vm = sp->vm, .path = path, .argv = argv.v, .envp = env.v,
-        .listen_pid_slot = slot, .fd3 = l->fd, .fd4 = ns[1], .out_fd = outp[1],
+        .listen_pid_slot = slot, .fd3 = l->fd, .fd4 = ns[1], .fd5 = page_fd,
+        .out_fd = outp[1],
         .procs_fd = procs_fd, .set_ids = sp->set_ids, .uid = sp->uid, .gid = sp->gid,
         .nofile = sp->nofile, .set_sched = prio && cr_priority_changed(prio),
         .nice = prio ? prio->nice : 0,
@@ -316,6 +349,8 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
 out:
     if (procs_fd >= 0)
         close(procs_fd);
+    if (page_fd >= 0)
+        close(page_fd);
     if (outp[0] >= 0)
         close(outp[0]);
     if (outp[1] >= 0)

@@ -3,6 +3,7 @@
  * view.h) and the outputs' (status.h, metrics.h), nothing else. ctx is a
  * struct cr_control_core (control.h). */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "control.h"
 #include "history.h"
@@ -84,6 +85,34 @@ static char *op_metrics(void *ctx)
     return cr_metrics_text(sup_of(ctx));
 }
 
+static int op_stack(void *ctx, int id, uint32_t request, cJSON **ret)
+{
+    struct cr_stack_reply r;
+    int e = cr_supervisor_stack(sup_of(ctx), id, request, &r);
+    if (e < 0)
+        return e;
+    static const char *const states[] = {[CR_STACK_UNSUPPORTED] = "unsupported",
+                                         [CR_STACK_ASKED] = "asked",
+                                         [CR_STACK_PENDING] = "pending",
+                                         [CR_STACK_READY] = "ready"};
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && cJSON_AddStringToObject(o, "state", states[r.phase]);
+    if (ok && r.phase != CR_STACK_UNSUPPORTED)
+        ok = cJSON_AddNumberToObject(o, "request", r.request) != NULL;
+    if (ok && r.phase == CR_STACK_UNSUPPORTED)
+        ok = cJSON_AddStringToObject(o, "why", r.why) != NULL;
+    if (ok && r.phase == CR_STACK_READY)
+        ok = cJSON_AddStringToObject(o, "source", r.source) &&
+             cJSON_AddStringToObject(o, "text", r.text);
+    free(r.text);
+    if (!ok) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    *ret = o;
+    return 0;
+}
+
 static void op_stop(void *ctx)
 {
     cr_supervisor_stop(sup_of(ctx), false, "the control command stop"); /* as SIGTERM: --stop-delay first */
@@ -102,4 +131,5 @@ const struct cr_ctl_ops cr_control_core_ops = {
     .set = op_set,
     .metrics = op_metrics,
     .stop = op_stop,
+    .stack = op_stack,
 };

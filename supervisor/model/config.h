@@ -55,6 +55,8 @@ struct cr_config {
     char *termination_log;     /* NULL = /dev/termination-log where it exists; "none" = off */
     uint64_t watchdog_ms;      /* silence after which a worker is "blocked"; 0 = off */
     uint64_t hang_timeout_ms;  /* silence after which it is killed; 0 = never */
+    uint64_t stack_timeout_ms; /* the wait for a hung worker's stack before its kill; 0 = none */
+    bool no_worker_page;       /* no worker page (common/wpage.h) for the workers */
     uint64_t backoff_initial_ms;
     uint64_t backoff_max_ms;
     uint64_t backoff_reset_ms; /* a worker up this long resets its backoff */

@@ -411,6 +411,28 @@ static cJSON *cmd_kill(struct req *r)
     return NULL;
 }
 
+static cJSON *cmd_stack(struct req *r)
+{
+    int id;
+    cJSON *err = NULL, *st = NULL;
+    if (worker_arg(r, "worker", &id, &err) < 0)
+        return err;
+    const cJSON *q = arg(r, "request");
+    if (q && (!cJSON_IsNumber(q) || q->valuedouble < 1 || q->valuedouble > UINT32_MAX ||
+              q->valuedouble != (double)(uint32_t)q->valuedouble))
+        return cr_control_error(CR_E_BAD_ARGUMENT,
+                                "'request' must be the number a first `stack` answered");
+    if ((err = op_error(r->ops->stack(r->ctx, id, q ? (uint32_t)q->valuedouble : 0, &st), id,
+                        "stack"))) {
+        cJSON_Delete(st);
+        return err;
+    }
+    if (!st)
+        return oom();
+    cJSON_AddItemToObject(r->out, "stack", st);
+    return NULL;
+}
+
 static cJSON *cmd_set(struct req *r)
 {
     const cJSON *k = arg(r, "key"), *v = arg(r, "value");
@@ -482,7 +504,7 @@ static const struct {
     {"history", cmd_history}, {"scale", cmd_scale},     {"restart", cmd_restart},
     {"reload", cmd_reload},   {"kill", cmd_kill},       {"set", cmd_set},
     {"events", cmd_events},   {"metrics", cmd_metrics}, {"stop", cmd_stop},
-    {"ping", cmd_ping},
+    {"ping", cmd_ping},       {"stack", cmd_stack},
 };
 
 static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,

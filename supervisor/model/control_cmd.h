@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "utf8.h" /* cr_utf8_valid_prefix, for the tests and fuzzers */
 
@@ -42,6 +43,10 @@ struct cr_ctl_ops {
     int (*kill)(void *ctx, int id, int sig);
     int (*set)(void *ctx, const char *key, const char *value, char *err, size_t errlen);
     char *(*metrics)(void *ctx); /* Prometheus text, caller frees */
+    /* The stack of a worker's main thread (docs/control-protocol.md,
+     * "stack"): request 0 asks for a new one, request n looks for the
+     * answer to n. -ENOENT, -ESRCH, or 0 with *ret the object to send. */
+    int (*stack)(void *ctx, int id, uint32_t request, cJSON **ret);
     void (*stop)(void *ctx);     /* begin the drain; the answer goes out first */
 };
 

@@ -161,6 +161,55 @@ static bool add_memory(cJSON *o, const struct cr_postmortem *pm)
            add_known(o, "loop_delay_max_us", !pm->loop_unknown, pm->loop_delay_max_us);
 }
 
+void cr_request_seen_text(const struct cr_request_seen *r, char *buf, size_t size)
+{
+    if (!r->known)
+        snprintf(buf, size, "%s", "");
+    else if (!r->serving)
+        snprintf(buf, size, " (serving no request)");
+    else
+        snprintf(buf, size, " in %s %s (%.1f s)", r->method, r->target,
+                 (double)r->age_ms / 1000.0);
+}
+
+cJSON *cr_request_seen_to_json(const struct cr_request_seen *r)
+{
+    if (!r->known)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o != NULL;
+    if (ok && r->serving)
+        ok = cJSON_AddStringToObject(o, "method", r->method) &&
+             cJSON_AddStringToObject(o, "path", r->target) && add_num(o, "age_ms", (double)r->age_ms);
+    else if (ok)
+        ok = cJSON_AddNullToObject(o, "method") && cJSON_AddNullToObject(o, "path") &&
+             cJSON_AddNullToObject(o, "age_ms");
+    ok = ok && add_num(o, "inflight", r->inflight);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* {"source","text"} when a stack came, {"missing": why} when one was
+ * asked for and none came, null when none was asked for. */
+static bool add_stack(cJSON *o, const struct cr_postmortem *pm)
+{
+    if (!pm->stack_len && !pm->stack_missing[0])
+        return cJSON_AddNullToObject(o, "stack") != NULL;
+    cJSON *s = cJSON_AddObjectToObject(o, "stack");
+    if (!s)
+        return false;
+    if (!pm->stack_len)
+        return cJSON_AddStringToObject(s, "missing", pm->stack_missing) != NULL;
+    char *text = utf8_clean(pm->stack, pm->stack_len);
+    bool ok = text && cJSON_AddStringToObject(s, "source", pm->stack_source) &&
+              cJSON_AddStringToObject(s, "text", text);
+    free(text);
+    return ok;
+}
+
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
 {
     cJSON *o;
@@ -174,7 +223,11 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
          add_num(o, "start_ms", (double)pm->start_ms) &&
          add_num(o, "end_ms", (double)pm->end_ms) &&
          add_num(o, "uptime_ms", (double)pm->uptime_ms) && add_status(o, pm) &&
-         add_memory(o, pm);
+         add_memory(o, pm) && add_stack(o, pm);
+    cJSON *req = ok ? cr_request_seen_to_json(&pm->request) : NULL;
+    ok = req && cJSON_AddItemToObject(o, "request", req);
+    if (req && !ok)
+        cJSON_Delete(req);
     tail = ok ? utf8_clean(pm->stderr_tail, pm->stderr_len) : NULL;
     ok = tail && cJSON_AddStringToObject(o, "stderr_tail", tail);
     free(tail);
@@ -279,6 +332,14 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
     putf(&l, " oom_kill_own=%" PRIu64 " oom_kill_ancestor=%" PRIu64 " oom_kill_system=%" PRIu64,
          pm->oom_own.oom_kill, pm->oom_ancestor.oom_kill, pm->oom_system);
     put_quoted(&l, "reason", pm->reason, strnlen(pm->reason, sizeof(pm->reason)));
+    if (pm->request.known && pm->request.serving) {
+        char rq[sizeof(pm->request.method) + sizeof(pm->request.target) + 1];
+        int n = snprintf(rq, sizeof(rq), "%s %s", pm->request.method, pm->request.target);
+        put_quoted(&l, "request", rq, n > 0 ? (size_t)n : 0);
+        putf(&l, " request_age_ms=%" PRIu64, pm->request.age_ms);
+    }
+    if (pm->stack_len)
+        putf(&l, " stack_source=%s", pm->stack_source);
     tail_len = last_line(pm, &tail);
     if (tail_len)
         put_quoted(&l, "stderr_last", tail, tail_len);

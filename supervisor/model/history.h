@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "death.h"
+#include "wpage.h"
 
 /* memory.stat at death (the fields corral reports; 0 = not read). Plain
  * fields so that this header does not depend on the cgroups module. */
@@ -25,6 +26,29 @@ struct cr_postmortem_memstat {
     uint64_t sock;
     uint64_t shmem;
 };
+
+/* The request a worker was serving, from its worker page (common/wpage.h),
+ * as corrald read it. */
+struct cr_request_seen {
+    bool known;        /* the worker keeps the record and it was read whole */
+    bool serving;      /* a request was being served (known only) */
+    uint32_t inflight; /* requests started, not finished */
+    uint64_t age_ms;   /* since the request started (serving only) */
+    char method[CR_WPAGE_METHOD_MAX + 1];
+    char target[CR_WPAGE_TARGET_MAX + 1]; /* path and query, printable ASCII */
+};
+
+/* " in GET /x?y=1 (5.2 s)" for a request being served, " (serving no
+ * request)" for a worker known to serve none, "" when unknown; for log
+ * lines and reasons. */
+void cr_request_seen_text(const struct cr_request_seen *r, char *buf, size_t size);
+/* {"method","path","age_ms","inflight"} (method, path and age null when
+ * none is served), or a JSON null when unknown. NULL when out of memory. */
+cJSON *cr_request_seen_to_json(const struct cr_request_seen *r);
+
+/* The most of a stack a post-mortem keeps (a worker page holds twice that;
+ * the ring keeps CR_HISTORY_DEFAULT_CAPACITY records). */
+#define CR_POSTMORTEM_STACK_MAX 8192
 
 struct cr_postmortem {
     unsigned worker_id;
@@ -67,6 +91,17 @@ struct cr_postmortem {
     uint64_t external;
     uint64_t loop_delay_max_us;
 
+    /* The request being served when it died (or when corrald killed it). */
+    struct cr_request_seen request;
+
+    /* The stack of its main thread: taken before a hang kill from the
+     * worker's page, or read from its stderr after the death (Python's
+     * faulthandler). stack_source "" with stack_missing "": not asked. */
+    char stack_source[CR_WPAGE_SOURCE_MAX + 1];
+    char stack_missing[128]; /* why none came, when one was asked for */
+    size_t stack_len;
+    char stack[CR_POSTMORTEM_STACK_MAX]; /* NUL-terminated when stack_len > 0 */
+
     /* The last <= CR_DEATH_STDERR_MAX bytes of stderr, copied (not
      * NUL-terminated; may contain any bytes). */
     size_t stderr_len;
@@ -88,7 +123,7 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
  * spaces or quotes quoted and escaped, plus the last non-empty stderr line
  * (stderr_last, at most 200 bytes). Returns the length written, or -ENOBUFS
  * when size was too small (buf then holds a truncated, NUL-terminated line),
- * -EINVAL on NULL arguments or size 0. 2048 bytes is always enough. */
+ * -EINVAL on NULL arguments or size 0. 3072 bytes is always enough. */
 int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_t size);
 
 /* ---- the ring ---- */

@@ -46,11 +46,23 @@ static const struct cr_transition *const table[_CR_WS_MAX][_CR_WE_MAX] = {
         [CR_WE_EXIT_NOTICE] = T(BLOCKED, HAND_OVER),
         [CR_WE_HANDED_OVER] = T(DYING, AWAIT_REAP),
         [CR_WE_WATCHDOG] = T(READY, UNBLOCK),
-        [CR_WE_DEADLINE] = T(KILLING, KILL_HANG),
+        [CR_WE_DEADLINE] = T(TRACING, ASK_STACK),
         [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
         [CR_WE_EXIT] = T(EXITED, REAP),
         [CR_WE_RECYCLE] = T(BLOCKED, QUEUE_RECYCLE),
         [CR_WE_REPLACE_TURN] = T(BLOCKED, START_REPLACEMENT),
+    },
+    /* Still serving as far as anyone can tell: it may beat again. */
+    [CR_WS_TRACING] = {
+        [CR_WE_EXIT_NOTICE] = T(TRACING, HAND_OVER),
+        [CR_WE_HANDED_OVER] = T(DYING, AWAIT_REAP),
+        [CR_WE_WATCHDOG] = T(READY, UNBLOCK),
+        [CR_WE_STACK] = T(KILLING, KILL_HANG),
+        [CR_WE_DEADLINE] = T(KILLING, KILL_HANG),
+        [CR_WE_DRAIN] = T(DRAINING, SEND_TERM),
+        [CR_WE_EXIT] = T(EXITED, REAP),
+        [CR_WE_RECYCLE] = T(TRACING, QUEUE_RECYCLE),
+        [CR_WE_REPLACE_TURN] = T(TRACING, START_REPLACEMENT),
     },
     [CR_WS_DRAINING] = {
         [CR_WE_DEADLINE] = T(DRAINING, KILL_STOP_TIMEOUT),
@@ -140,6 +152,7 @@ static const struct {
     [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
     [CR_WS_BLOCKED] = {"blocked", .process = true, .deadline = "hang timeout"},
     [CR_WS_DRAINING] = {"draining", .process = true, .deadline = "stop timeout"},
+    [CR_WS_TRACING] = {"tracing", .process = true, .deadline = "the stack's budget, then the kill"},
     [CR_WS_KILLING] = {"killing", .process = true, .deadline = "SIGKILL after SIGABRT"},
     [CR_WS_EXITED] = {"exited"},
     [CR_WS_BACKOFF] = {"backoff", .deadline = "restart time"},
@@ -220,6 +233,7 @@ static const char *const event_names[_CR_WE_MAX] = {
     [CR_WE_REPLACED_DIED] = "replaced-died",
     [CR_WE_REPLACEMENT_DIED] = "replacement-died",
     [CR_WE_SPARE_DIED] = "spare-died",
+    [CR_WE_STACK] = "stack",
 };
 
 static const char *const action_names[_CR_WA_MAX] = {
@@ -229,6 +243,7 @@ static const char *const action_names[_CR_WA_MAX] = {
     [CR_WA_FLAG_BLOCKED] = "flag-blocked",
     [CR_WA_UNBLOCK] = "unblock",
     [CR_WA_KILL_START_TIMEOUT] = "kill-start-timeout",
+    [CR_WA_ASK_STACK] = "ask-stack",
     [CR_WA_KILL_HANG] = "kill-hang",
     [CR_WA_KILL_HARD] = "kill-hard",
     [CR_WA_SEND_TERM] = "send-term",

@@ -59,6 +59,8 @@ enum cr_wstate {
     CR_WS_READY,    /* serving; deadline = watchdog silence */
     CR_WS_BLOCKED,  /* serving but silent past the watchdog; deadline = hang kill */
     CR_WS_DRAINING, /* SIGTERM sent; deadline = stop timeout */
+    CR_WS_TRACING,  /* hung past the hang timeout: its stack asked for before the kill;
+                       deadline = the stack's budget (--stack-timeout) */
     CR_WS_KILLING,  /* SIGABRT sent for a hang; deadline = SIGKILL */
     CR_WS_EXITED,   /* reaped or never started; the restart policy picks what follows */
     CR_WS_BACKOFF,  /* waiting to restart; deadline = restart time */
@@ -106,6 +108,7 @@ enum cr_wevent {
     CR_WE_REPLACED_DIED, /* reaped while its replacement was starting: that one takes the slot */
     CR_WE_REPLACEMENT_DIED, /* a replacement reaped (or not spawned) before it was ready */
     CR_WE_SPARE_DIED,   /* a spare reaped (or not spawned) on its own */
+    CR_WE_STACK,        /* the stack asked for before a hang kill came, or none will */
     _CR_WE_MAX,
 };
 
@@ -116,6 +119,8 @@ enum cr_waction {
     CR_WA_FLAG_BLOCKED,       /* log "blocked"; arm the hang deadline */
     CR_WA_UNBLOCK,            /* log "unblocked"; arm the watchdog deadline */
     CR_WA_KILL_START_TIMEOUT, /* SIGKILL, ledger: start-timeout */
+    CR_WA_ASK_STACK,          /* ask a hung worker for its stack, under --stack-timeout;
+                                 → STACK at once when it cannot answer */
     CR_WA_KILL_HANG,          /* SIGABRT (for a core), ledger: hang; arm SIGKILL deadline */
     CR_WA_KILL_HARD,          /* SIGKILL after the hang's SIGABRT was ignored */
     CR_WA_SEND_TERM,          /* SIGTERM; arm the stop-timeout deadline */

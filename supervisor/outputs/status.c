@@ -149,6 +149,7 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     str(o, "verdict_detail", v.verdict_text);
     if (v.status_text[0])
         str(o, "status", v.status_text);
+    add(o, "request", cr_request_seen_to_json(&v.request));
     if (v.last_death) {
         cJSON *d = cJSON_CreateObject();
         str(d, "category", v.last_death);

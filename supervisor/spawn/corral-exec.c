@@ -1,7 +1,7 @@
 /* corral-exec: the step between corrald and a worker program.
  *
  * corrald starts it from a child that shares its memory (no copy of
- * corrald's address space: spawnvm.h, or posix_spawn) with fds 0-4 already the
+ * corrald's address space: spawnvm.h, or posix_spawn) with fds 0-5 already the
  * worker's, the exec-failure pipe on CR_SPAWN_HELPER_ERR_FD and the worker
  * group's cgroup.procs on CR_SPAWN_HELPER_PROCS_FD. It does the last steps
  * of the start and execs the worker in its own place, so the worker keeps

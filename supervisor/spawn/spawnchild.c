@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 /* The line is ten fields separated by ':', '-' for an absent one:
- *   corral2:PPID:ERR_FD:PROCS_FD:LISTEN_PID_SLOT:NOFILE_CUR:NOFILE_MAX:UID:GID:NICE
+ *   corral3:PPID:ERR_FD:PROCS_FD:LISTEN_PID_SLOT:NOFILE_CUR:NOFILE_MAX:UID:GID:NICE
  * NICE is the nice plus 20 (0 to 39).
  * The leading tag makes a line from another build fail to parse rather
  * than be misread. */
-#define TAG "corral2"
+#define TAG "corral3"
 #define FIELDS 9
 
 int cr_spawn_child_format(const struct cr_spawn_child *c, char *buf, size_t n)

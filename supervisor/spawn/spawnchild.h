@@ -32,9 +32,9 @@ enum { CR_SPAWN_EXEC = 1, CR_SPAWN_ATTACH = 2, CR_SPAWN_HELPER = 3 };
 
 /* The descriptors corral-exec receives, at these numbers: the write end of
  * the exec-failure pipe, and the worker group's cgroup.procs. Both are made
- * CLOEXEC before the worker program runs, which only ever sees 0-4. */
-#define CR_SPAWN_HELPER_ERR_FD 5
-#define CR_SPAWN_HELPER_PROCS_FD 6
+ * CLOEXEC before the worker program runs, which only ever sees 0-5. */
+#define CR_SPAWN_HELPER_ERR_FD 6
+#define CR_SPAWN_HELPER_PROCS_FD 7
 
 struct cr_spawn_child {
     pid_t ppid;          /* corrald: the child dies with it, and checks it still runs */

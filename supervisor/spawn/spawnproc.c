@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Duplicates fd well above the target numbers 0..6, CLOEXEC, so the dup2
+/* Duplicates fd well above the target numbers 0..7, CLOEXEC, so the dup2
  * dance in the child can never clobber a source and only the dup2'd copies
  * survive exec. */
 static int dup_high(int fd, int *ret)
@@ -36,7 +36,7 @@ static int dup_high(int fd, int *ret)
 
 /* The descriptors a child starts from, all above 9 and CLOEXEC. */
 struct fds {
-    int err_r, err_w, fd3, fd4, out, procs;
+    int err_r, err_w, fd3, fd4, fd5, out, procs;
 };
 
 static void close_fd(int *fd)
@@ -52,6 +52,7 @@ static void fds_close(struct fds *f)
     close_fd(&f->err_w);
     close_fd(&f->fd3);
     close_fd(&f->fd4);
+    close_fd(&f->fd5);
     close_fd(&f->out);
     close_fd(&f->procs);
 }
@@ -59,7 +60,7 @@ static void fds_close(struct fds *f)
 static int fds_make(const struct cr_spawn_opts *o, struct fds *f)
 {
     int errp[2], r;
-    *f = (struct fds){-1, -1, -1, -1, -1, -1};
+    *f = (struct fds){-1, -1, -1, -1, -1, -1, -1};
     if (pipe2(errp, O_CLOEXEC) < 0)
         return -errno;
     r = dup_high(errp[0], &f->err_r);
@@ -68,6 +69,7 @@ static int fds_make(const struct cr_spawn_opts *o, struct fds *f)
     close(errp[1]);
     r = r ?: dup_high(o->fd3, &f->fd3);
     r = r ?: dup_high(o->fd4, &f->fd4);
+    r = r ?: dup_high(o->fd5, &f->fd5);
     r = r ?: dup_high(o->out_fd, &f->out);
     r = r ?: dup_high(o->procs_fd, &f->procs);
     if (r < 0)
@@ -105,6 +107,8 @@ child(const struct cr_spawn_opts *o, const struct cr_spawn_child *c, const struc
     if (!err && f->fd3 >= 0 && dup2(f->fd3, 3) < 0)
         err = errno;
     if (!err && f->fd4 >= 0 && dup2(f->fd4, 4) < 0)
+        err = errno;
+    if (!err && f->fd5 >= 0 && dup2(f->fd5, 5) < 0)
         err = errno;
     if (err) {
         int report[2] = {CR_SPAWN_EXEC, err};
@@ -160,7 +164,7 @@ static int helper_argv(const struct cr_spawn_opts *o, char *spec, size_t spec_si
  * CLONE_VFORK), so corrald's page tables are never copied and fork's waits
  * on its libraries' mapping locks never happen; but corrald is held until
  * the child has exec'd corral-exec. The file actions put the worker's fds
- * at 0-4 and corral-exec's own at 5-6; every other fd is CLOEXEC. Returns
+ * at 0-5 and corral-exec's own at 6-7; every other fd is CLOEXEC. Returns
  * the pid, or -errno (nothing left running). */
 static pid_t start_by_posix_spawn(const struct cr_spawn_opts *o, const struct fds *f,
                                   char **hargv)
@@ -180,6 +184,8 @@ static pid_t start_by_posix_spawn(const struct cr_spawn_opts *o, const struct fd
         r = r ?: posix_spawn_file_actions_adddup2(&fa, f->fd3, 3);
     if (f->fd4 >= 0)
         r = r ?: posix_spawn_file_actions_adddup2(&fa, f->fd4, 4);
+    if (f->fd5 >= 0)
+        r = r ?: posix_spawn_file_actions_adddup2(&fa, f->fd5, 5);
     r = r ?: posix_spawn_file_actions_adddup2(&fa, f->err_w, CR_SPAWN_HELPER_ERR_FD);
     if (f->procs >= 0)
         r = r ?: posix_spawn_file_actions_adddup2(&fa, f->procs, CR_SPAWN_HELPER_PROCS_FD);
@@ -216,8 +222,8 @@ static pid_t start_by_helper(const struct cr_spawn_opts *o, const struct fds *f)
     else if (o->vm)
         pid = cr_spawn_vm_start(o->vm, o->helper, hargv, o->envp,
                                 &(struct cr_spawn_vm_fds){.out = f->out, .fd3 = f->fd3,
-                                                          .fd4 = f->fd4, .err_w = f->err_w,
-                                                          .procs = f->procs});
+                                                          .fd4 = f->fd4, .fd5 = f->fd5,
+                                                          .err_w = f->err_w, .procs = f->procs});
     if (pid == -ENOSYS)
         pid = start_by_posix_spawn(o, f, hargv);
     free(hargv);
@@ -253,7 +259,7 @@ int cr_spawn_helper_probe(const char *helper, struct cr_spawn_vm *vm, int *ret_s
     pid_t pid = -ENOSYS;
     if (vm)
         pid = cr_spawn_vm_start(vm, helper, argv, envp,
-                                &(struct cr_spawn_vm_fds){.out = -1, .fd3 = -1, .fd4 = -1,
+                                &(struct cr_spawn_vm_fds){.out = -1, .fd3 = -1, .fd4 = -1, .fd5 = -1,
                                                           .err_w = err_w, .procs = -1});
     if (pid == -ENOSYS) {
         /* posix_spawn reports a failed exec itself, and reaps that child. */

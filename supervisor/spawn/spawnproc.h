@@ -30,6 +30,7 @@ struct cr_spawn_opts {
     int listen_pid_slot;     /* index in envp the child fills with its pid, or -1 */
     int fd3;                 /* becomes fd 3 (the listening socket), or -1 */
     int fd4;                 /* becomes fd 4 (the notify stream), or -1 */
+    int fd5;                 /* becomes fd 5 (the worker page, common/wpage.h), or -1 */
     int out_fd;              /* becomes fds 1 and 2 */
     /* The worker group's cgroup.procs, open for writing, or -1: the child
      * writes its pid there before anything else; failing, it never execs. */

@@ -74,10 +74,11 @@ child(void *arg)
     long r = raw4(SYS_openat, AT_FDCWD, (long)"/dev/null", O_RDONLY | O_CLOEXEC, 0);
     if (r >= 0)
         r = r == 0 ? raw4(SYS_fcntl, 0, F_SETFD, 0, 0) : raw4(SYS_dup3, r, 0, 0, 0);
-    const int from[] = {b->fds.out, b->fds.out, b->fds.fd3, b->fds.fd4, b->fds.err_w,
+    const int from[] = {b->fds.out, b->fds.out,   b->fds.fd3,
+                        b->fds.fd4, b->fds.fd5,   b->fds.err_w,
                         b->fds.procs};
-    const int to[] = {1, 2, 3, 4, CR_SPAWN_HELPER_ERR_FD, CR_SPAWN_HELPER_PROCS_FD};
-    for (int i = 0; r >= 0 && i < 6; i++)
+    const int to[] = {1, 2, 3, 4, 5, CR_SPAWN_HELPER_ERR_FD, CR_SPAWN_HELPER_PROCS_FD};
+    for (int i = 0; r >= 0 && i < 7; i++)
         if (from[i] >= 0)
             r = raw4(SYS_dup3, from[i], to[i], 0, 0);
     int stage = CR_SPAWN_EXEC;

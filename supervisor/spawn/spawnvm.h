@@ -36,7 +36,7 @@ struct cr_spawn_vm;
 /* The fds the child puts at 1-6 (out at 1 and 2), -1 for none. All are
  * CLOEXEC in corrald and above 9. */
 struct cr_spawn_vm_fds {
-    int out, fd3, fd4, err_w, procs;
+    int out, fd3, fd4, fd5, err_w, procs;
 };
 
 /* A new, empty set of blocks in flight. -ENOMEM. */

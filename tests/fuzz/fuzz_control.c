@@ -220,6 +220,16 @@ static char *f_metrics(void *ctx)
     }
 }
 
+static int f_stack(void *ctx, int id, uint32_t request, cJSON **ret)
+{
+    CHECK(id > 0);
+    (void)request;
+    int e = errno_of(ctx);
+    if (e == 0 && !(*ret = object(ctx)))
+        e = -ENOMEM;
+    return e;
+}
+
 static void f_stop(void *ctx)
 {
     ((struct fcore *)ctx)->calls++;
@@ -238,6 +248,7 @@ static const struct cr_ctl_ops fuzz_ops = {
     .set = f_set,
     .metrics = f_metrics,
     .stop = f_stop,
+    .stack = f_stack,
 };
 
 static void run(const struct cr_ctl_ops *ops, void *ctx, const uint8_t *data, size_t size,

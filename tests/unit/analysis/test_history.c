@@ -198,8 +198,46 @@ static void test_json(void **state)
     const char *tail = cJSON_GetObjectItemCaseSensitive(p, "stderr_tail")->valuestring;
     assert_string_equal(tail, "first\ncaf\xc3\xa9 ??x\nlast line here\n\n");
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(p, "reason")->valuestring, pm.reason);
+    /* never asked: both null */
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "request")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "stack")));
     cJSON_Delete(p);
     cJSON_free(text);
+
+    /* a request being served, and a stack */
+    pm.request = (struct cr_request_seen){.known = true, .serving = true, .age_ms = 5234,
+                                          .inflight = 2, .method = "GET",
+                                          .target = "/heavy?ms=60000"};
+    memcpy(pm.stack_source, "corral-worker", 14);
+    pm.stack_len = (size_t)snprintf(pm.stack, sizeof(pm.stack), "#0 burn\n#1 main\xff");
+    o = cr_postmortem_to_json(&pm);
+    const cJSON *rq = cJSON_GetObjectItemCaseSensitive(o, "request");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(rq, "method")->valuestring, "GET");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(rq, "path")->valuestring,
+                        "/heavy?ms=60000");
+    assert_int_equal(num(rq, "age_ms"), 5234);
+    assert_int_equal(num(rq, "inflight"), 2);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "stack");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(st, "source")->valuestring,
+                        "corral-worker");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(st, "text")->valuestring,
+                        "#0 burn\n#1 main?");
+    cJSON_Delete(o);
+
+    /* known to serve nothing; a stack asked for that never came */
+    pm.request = (struct cr_request_seen){.known = true};
+    pm.stack_len = 0;
+    snprintf(pm.stack_missing, sizeof(pm.stack_missing), "no answer within 1000 ms");
+    o = cr_postmortem_to_json(&pm);
+    rq = cJSON_GetObjectItemCaseSensitive(o, "request");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rq, "path")));
+    assert_int_equal(num(rq, "inflight"), 0);
+    st = cJSON_GetObjectItemCaseSensitive(o, "stack");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(st, "missing")->valuestring,
+                        "no answer within 1000 ms");
+    assert_null(cJSON_GetObjectItemCaseSensitive(st, "text"));
+    cJSON_Delete(o);
+    pm.stack_missing[0] = '\0';
 
     /* an exit: exit_code set, signal null */
     pm = pm_make(1, CR_DEATH_EXIT_ERROR, T0);
@@ -216,7 +254,7 @@ static void test_json(void **state)
 static void test_logfmt(void **state)
 {
     struct cr_postmortem pm = full_pm();
-    char line[2048];
+    char line[3072];
     int n = cr_postmortem_format_logfmt(&pm, line, sizeof(line));
     assert_true(n > 0);
     assert_int_equal((size_t)n, strlen(line));
@@ -230,7 +268,21 @@ static void test_logfmt(void **state)
     assert_non_null(strstr(line, " reason=\"killed by the kernel \\\"OOM\\\" killer\\nline2\""));
     assert_non_null(strstr(line, " stderr_last=\"last line here\""));
 
-    /* the worst case fits in 2048 */
+    assert_null(strstr(line, "request="));
+    pm.request = (struct cr_request_seen){.known = true, .serving = true, .age_ms = 5234,
+                                          .inflight = 1, .method = "GET", .target = "/a?b=\"c\""};
+    memcpy(pm.stack_source, "corral-worker", 14);
+    pm.stack_len = 3;
+    n = cr_postmortem_format_logfmt(&pm, line, sizeof(line));
+    assert_true(n > 0);
+    assert_non_null(strstr(line, " request=\"GET /a?b=\\\"c\\\"\" request_age_ms=5234"));
+    assert_non_null(strstr(line, " stack_source=corral-worker"));
+
+    /* the worst case fits in 3072 */
+    memset(pm.request.method, '"', sizeof(pm.request.method) - 1);
+    memset(pm.request.target, '"', sizeof(pm.request.target) - 1);
+    pm.request.age_ms = UINT64_MAX;
+    memset(pm.stack_source, 'x', sizeof(pm.stack_source) - 1);
     memset(pm.reason, '"', sizeof(pm.reason) - 1);
     pm.reason[sizeof(pm.reason) - 1] = '\0';
     memset(pm.stderr_tail, '"', sizeof(pm.stderr_tail));
@@ -243,6 +295,7 @@ static void test_logfmt(void **state)
     n = cr_postmortem_format_logfmt(&pm, line, sizeof(line));
     assert_true(n > 0);
     assert_non_null(strstr(line, "stderr_last=\"\\\"\\\"")); /* quotes escaped, 200 kept */
+    assert_non_null(strstr(line, " request_age_ms=18446744073709551615"));
 
     char small[40];
     assert_int_equal(cr_postmortem_format_logfmt(&pm, small, sizeof(small)), -ENOBUFS);

@@ -137,6 +137,19 @@ static char *f_metrics(void *ctx)
     return f->fail_json ? NULL : strdup("corral_up 1\n");
 }
 
+static int f_stack(void *ctx, int id, uint32_t request, cJSON **ret)
+{
+    struct fake *f = ctx;
+    f->calls++;
+    if (id > f->workers_max)
+        return -ENOENT;
+    f->killed = id; /* the worker asked about */
+    *ret = f->fail_json ? NULL : cJSON_CreateObject();
+    if (*ret)
+        cJSON_AddNumberToObject(*ret, "request", request ? request : 7);
+    return f->ret;
+}
+
 static void f_stop(void *ctx)
 {
     ((struct fake *)ctx)->stops++;
@@ -155,6 +168,7 @@ static const struct cr_ctl_ops ops = {
     .set = f_set,
     .metrics = f_metrics,
     .stop = f_stop,
+    .stack = f_stack,
 };
 
 static struct fake fake(void)
@@ -411,6 +425,33 @@ static void test_kill(void **state)
     expect_error(&f, "{\"cmd\":\"kill\",\"worker\":1,\"signal\":9}", CR_E_NO_PROCESS);
     f.ret = -EPERM; /* never an "ok" for a signal that was not sent */
     expect_error(&f, "{\"cmd\":\"kill\",\"worker\":1,\"signal\":9}", CR_E_INTERNAL);
+}
+
+static void test_stack(void **state)
+{
+    (void)state;
+    struct fake f = fake();
+    cJSON *r = run(&f, "{\"cmd\":\"stack\",\"worker\":2}", NULL);
+    assert_ok(r);
+    assert_int_equal(f.killed, 2);
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(r, "stack"), "request"), 7);
+    cJSON_Delete(r);
+    r = run(&f, "{\"cmd\":\"stack\",\"worker\":1,\"request\":42}", NULL);
+    assert_ok(r);
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(r, "stack"), "request"), 42);
+    cJSON_Delete(r);
+    expect_error(&f, "{\"cmd\":\"stack\"}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":0}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"request\":0}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"request\":1.5}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"request\":\"3\"}",
+                 CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":5}", CR_E_NOT_FOUND);
+    f.ret = -ESRCH; /* the fake made an object: it must not leak */
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1}", CR_E_NO_PROCESS);
+    f.ret = 0;
+    f.fail_json = true;
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1}", CR_E_INTERNAL);
 }
 
 static void test_set(void **state)
@@ -677,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_restart),
         cmocka_unit_test(test_reload),
         cmocka_unit_test(test_kill),
+        cmocka_unit_test(test_stack),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_metrics),

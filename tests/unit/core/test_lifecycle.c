@@ -237,7 +237,13 @@ static void test_a_life(void **state)
     assert_int_equal(s, CR_WS_BLOCKED);
     s = step(s, CR_WE_WATCHDOG, CR_WA_UNBLOCK);
     s = step(s, CR_WE_DEADLINE, CR_WA_FLAG_BLOCKED);
-    s = step(s, CR_WE_DEADLINE, CR_WA_KILL_HANG);
+    s = step(s, CR_WE_DEADLINE, CR_WA_ASK_STACK);
+    assert_int_equal(s, CR_WS_TRACING);
+    s = step(s, CR_WE_WATCHDOG, CR_WA_UNBLOCK); /* it beat again while asked */
+    assert_int_equal(s, CR_WS_READY);
+    s = step(s, CR_WE_DEADLINE, CR_WA_FLAG_BLOCKED);
+    s = step(s, CR_WE_DEADLINE, CR_WA_ASK_STACK);
+    s = step(s, CR_WE_STACK, CR_WA_KILL_HANG); /* the stack came (or none will) */
     s = step(s, CR_WE_DEADLINE, CR_WA_KILL_HARD);
     assert_int_equal(s, CR_WS_KILLING);
     s = step(s, CR_WE_EXIT, CR_WA_REAP);
@@ -344,7 +350,7 @@ static void test_role_exit_events(void **state)
 static void test_recyclable(void **state)
 {
     EACH_STATE(s) {
-        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED;
+        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED || s == CR_WS_TRACING;
         bool want = serving || s == CR_WS_STARTING;
         for (int r = 0; r < _CR_ROLE_MAX; r++)
             for (int i = 0; i < _CR_INTENT_MAX; i++) {
@@ -430,15 +436,16 @@ static struct cr_restart_decision die_served(struct cr_restart_state *st, uint64
                                                .served_ms = served});
 }
 
-/* The kernel's exit notice: only a serving worker (ready, blocked, or
- * being killed for a hang) is handed over, it stays where it is until a
+/* The kernel's exit notice: only a serving worker (ready, blocked, traced
+ * or being killed for a hang) is handed over, it stays where it is until a
  * spare took its slot, and `dying` ends only by its reap (or its deadline,
  * which kills it again); it hears nothing else, the drain included. */
 static void test_exit_notice_cells(void **state)
 {
     EACH_STATE(s) {
         const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_EXIT_NOTICE);
-        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED || s == CR_WS_KILLING;
+        bool serving = s == CR_WS_READY || s == CR_WS_BLOCKED || s == CR_WS_TRACING ||
+                       s == CR_WS_KILLING;
         if (!t != !serving)
             fail_msg("%s × exit-notice: %s", S(s), t ? "has a cell" : "has no cell");
         if (t && (t->next != s || t->action != CR_WA_HAND_OVER))
@@ -553,8 +560,8 @@ static void test_readiness_cells(void **state)
 }
 
 /* A worker becomes ready only by READY=1 or by its readiness mode: every
- * cell into `ready` from elsewhere is one of those two, or a blocked
- * worker's heartbeat. And only the start timeout kills a starting worker. */
+ * cell into `ready` from elsewhere is one of those two, or a blocked (or
+ * traced) worker's heartbeat. And only the start timeout kills a starting worker. */
 static void test_ready_only_by_announcement_or_mode(void **state)
 {
     EACH_STATE(s) EACH_EVENT(e) {
@@ -563,7 +570,7 @@ static void test_ready_only_by_announcement_or_mode(void **state)
             continue;
         /* A spare was ready (READY=1 or its mode) before it was frozen. */
         bool ok = (s == CR_WS_STARTING && (e == CR_WE_READY || e == CR_WE_ASSUME_READY)) ||
-                  (s == CR_WS_BLOCKED && e == CR_WE_WATCHDOG) ||
+                  ((s == CR_WS_BLOCKED || s == CR_WS_TRACING) && e == CR_WE_WATCHDOG) ||
                   (s == CR_WS_SPARE && e == CR_WE_PROMOTE);
         if (!ok)
             fail_msg("%s × %s makes a worker ready", S(s), E(e));
@@ -580,6 +587,30 @@ static void test_ready_only_by_announcement_or_mode(void **state)
 /* A worker that served at least min_uptime is replaced at once and never
  * counted: a kill every 500 ms of a worker ready for 2 s never spends the
  * budget, and never backs off. */
+/* A hang kill always asks for the stack first, and only the stack's
+ * arrival or its budget ends the asking: both kill the same way, so a
+ * worker that cannot answer is killed as before, only later by nothing. */
+static void test_trace_before_hang_kill(void **state)
+{
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (t && t->action == CR_WA_KILL_HANG && s != CR_WS_TRACING)
+            fail_msg("%s × %s kills for a hang without asking for the stack", S(s), E(e));
+        if (t && t->action == CR_WA_ASK_STACK &&
+            (s != CR_WS_BLOCKED || e != CR_WE_DEADLINE || t->next != CR_WS_TRACING))
+            fail_msg("%s × %s asks for a stack", S(s), E(e));
+        if (t && e == CR_WE_STACK && (s != CR_WS_TRACING || t->action != CR_WA_KILL_HANG))
+            fail_msg("%s hears the stack", S(s));
+    }
+    const struct cr_transition *t = cr_lifecycle_step(CR_WS_TRACING, CR_WE_DEADLINE);
+    assert_non_null(t);
+    assert_int_equal(t->next, CR_WS_KILLING);
+    assert_int_equal(t->action, CR_WA_KILL_HANG);
+    t = cr_lifecycle_step(CR_WS_TRACING, CR_WE_STACK);
+    assert_non_null(t);
+    assert_int_equal(t->next, CR_WS_KILLING);
+}
+
 static void test_served_deaths_are_not_counted(void **state)
 {
     struct cr_restart_state st = {0};
@@ -673,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_decisions_have_cells),
         cmocka_unit_test(test_readiness_cells),
         cmocka_unit_test(test_ready_only_by_announcement_or_mode),
+        cmocka_unit_test(test_trace_before_hang_kill),
         cmocka_unit_test(test_served_deaths_are_not_counted),
         cmocka_unit_test(test_quick_deaths_reach_failed),
         cmocka_unit_test(test_failed_retry_backs_off),

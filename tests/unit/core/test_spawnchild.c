@@ -53,7 +53,7 @@ static void test_everything_present(void **state)
     char buf[256];
     cr_spawn_child_format(&c, buf, sizeof(buf));
     char want[128];
-    snprintf(want, sizeof(want), "corral2:4194304:5:6:17:1024:%llu:65534:65534:0",
+    snprintf(want, sizeof(want), "corral3:4194304:5:6:17:1024:%llu:65534:65534:0",
              (unsigned long long)RLIM_INFINITY);
     assert_string_equal(buf, want);
 }
@@ -65,7 +65,7 @@ static void test_absent_fields(void **state)
     round_trip(&c);
     char buf[64];
     cr_spawn_child_format(&c, buf, sizeof(buf));
-    assert_string_equal(buf, "corral2:1:5:-:-:-:-:-:-:-");
+    assert_string_equal(buf, "corral3:1:5:-:-:-:-:-:-:-");
     /* Root is a user to drop to like any other (--user 0 --group nogroup). */
     c.set_ids = true;
     c.uid = 0;
@@ -91,11 +91,11 @@ static void test_refused(void **state)
     static const char *bad[] = {
         NULL,
         "",
-        "corral2",
+        "corral3",
         "corral1:1:5:6:7:1:2:3:4",            /* the line before NICE */
         "corral0:1:5:6:7:1:2:3:4:20",         /* another tag */
-        "corral2:1:5:6:7:1:2:3:4",            /* a field short */
-        "corral2:1:5:6:7:1:2:3:4:20:5",       /* a field over */
+        "corral3:1:5:6:7:1:2:3:4",            /* a field short */
+        "corral3:1:5:6:7:1:2:3:4:20:5",       /* a field over */
         "corral2:1:5:6:7:1:2:3:4:20:",        /* a trailing separator */
         "corral2:0:5:6:7:1:2:3:4:20",         /* pid 0 */
         "corral2:-:5:6:7:1:2:3:4:20",         /* ppid absent */

@@ -44,7 +44,7 @@ static pid_t run(struct cr_spawn_vm *vm, const char *helper, char *const *argv,
     close(p3[1]);
     close(pe[1]);
     pid_t pid = cr_spawn_vm_start(vm, helper, argv, envp,
-                                  &(struct cr_spawn_vm_fds){.out = -1, .fd3 = hi3, .fd4 = -1,
+                                  &(struct cr_spawn_vm_fds){.out = -1, .fd3 = hi3, .fd4 = -1, .fd5 = -1,
                                                             .err_w = hie, .procs = -1});
     close(hi3);
     close(hie);
@@ -172,7 +172,7 @@ static void test_many_blocks_all_unmapped(void **state)
     pid_t pids[64];
     for (int i = 0; i < 64; i++) {
         pids[i] = cr_spawn_vm_start(vm, "/bin/true", argv, envp,
-                                    &(struct cr_spawn_vm_fds){-1, -1, -1, -1, -1});
+                                    &(struct cr_spawn_vm_fds){-1, -1, -1, -1, -1, -1});
         if (pids[i] == -ENOSYS)
             skip();
         assert_true(pids[i] > 0);

@@ -1,0 +1,133 @@
+"""What a worker was doing when it stalled or died: the request it was
+serving (its worker page, fd 5) and the stack of its main thread (asked
+for before a hang kill, or on demand with `corralctl stack`). Real corrald,
+real workers, real signals.
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import corraltest as ct  # noqa: E402
+
+CORRALCTL = os.environ.get("CORRALCTL", "")
+HEAVY = "/heavy?ms=60000"
+
+
+def event(sub, name, timeout=10):
+    """The next `name` event on an events subscription."""
+    return sub.read_until(lambda e: e.get("event") == name, timeout, what=f"a {name} event")[-1]
+
+
+def test_hang_reference():
+    """A reference worker hung in /heavy?ms=60000 with --hang-timeout 2: the
+    `blocked` event names the request; the post-mortem names it with its
+    age, and holds the stack the worker gave before the kill, which is in
+    the endpoint that burns the loop."""
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", workers=1, name="hang-ref")
+    sub = c.subscribe()
+    try:
+        pid = c.live_pids()[0]
+        req = c.start_request(HEAVY, timeout=30)
+        req.wait_read()
+        blocked = event(sub, "blocked")
+        assert blocked["pid"] == pid, blocked
+        assert blocked["reason"].startswith(f"GET {HEAVY} ("), blocked
+        d = c.wait_death("watchdog-kill", timeout=15)[0]
+        assert d["pid"] == pid, d
+        assert f"in GET {HEAVY} (" in d["reason"], d["reason"]
+        rq = d["request"]
+        assert rq["method"] == "GET" and rq["path"] == HEAVY, rq
+        assert 1500 <= rq["age_ms"] <= 10000 and rq["inflight"] == 1, rq
+        st = d["stack"]
+        assert st["source"] == "corral-worker", st
+        first = st["text"].splitlines()[0]
+        assert "cr_ep_heavy" in st["text"].split("uv_run")[0], st["text"]
+        assert first.startswith("#0 "), st["text"]
+        log = c.log()
+        assert f"blocked: no heartbeat for" in log and f"in GET {HEAVY}" in log, log[-2000:]
+        assert "its stack came in" in log, log[-2000:]
+        print(f"blocked: {blocked['reason']}; stack after the ask: "
+              f"{[l for l in log.splitlines() if 'its stack came in' in l][0]}")
+        c.wait_ready(1)
+        assert c.stop() == 0
+    finally:
+        sub.close()
+        c.close()
+
+
+def stack(c, wid):
+    r = subprocess.run([CORRALCTL, "--socket", c.sock, "--timeout", "5", "stack", str(wid)],
+                       capture_output=True, text=True, timeout=20)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_stack_on_demand():
+    """`corralctl stack` while the worker idles (its loop waits in uv_run)
+    and while it burns the loop (the endpoint's frame first); `status`
+    names the request being served and its age, and none once it ended."""
+    c = ct.Corrald("--hang-timeout", "0", workers=1, name="stack")
+    try:
+        rc, out, err = stack(c, 1)
+        assert rc == 0, (rc, out, err)
+        assert out.startswith("stack of worker 1 (corral-worker):\n#0 "), out
+        assert "uv_run" in out and "cr_ep_heavy" not in out, out
+        w = c.worker(1)
+        assert w["request"] == {"method": None, "path": None, "age_ms": None, "inflight": 0}, w
+        req = c.start_request("/heavy?ms=3000", timeout=15)
+        req.wait_read()
+        rc, out, err = stack(c, 1)
+        assert rc == 0, (rc, out, err)
+        assert "cr_ep_heavy" in out.split("uv_run")[0], out
+        w = c.worker(1)
+        assert w["request"]["path"] == "/heavy?ms=3000" and w["request"]["age_ms"] > 0, w
+        first_age = w["request"]["age_ms"]
+        ct.wait_for(lambda: c.worker(1)["request"]["age_ms"] > first_age + 100, 5,
+                    what="the request's age to grow")
+        assert req.result()[0] == 200
+        ct.wait_for(lambda: c.worker(1)["request"]["path"] is None, 5,
+                    what="no request named once it was answered")
+        # Errors: no such worker; the protocol's own check of `request`.
+        rc, out, err = stack(c, 7)
+        assert rc == 1 and "not-found" in err, (rc, out, err)
+        r = c.ctl("stack", worker=1, request=0)
+        assert not r["ok"] and r["error"]["code"] == "bad-argument", r
+        assert c.stop() == 0
+    finally:
+        c.close()
+
+
+def test_stack_missing():
+    """A worker with no page says nothing: the hang kill proceeds at once
+    and the post-mortem says why there is no stack; --stack-timeout 0 asks
+    for none (null)."""
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", "--no-worker-page", workers=1,
+                   name="nopage")
+    try:
+        rc, out, err = stack(c, 1)
+        assert rc == 1 and "no page" in err, (rc, out, err)
+        req = c.start_request(HEAVY, timeout=30)
+        req.wait_read()
+        d = c.wait_death("watchdog-kill", timeout=15)[0]
+        assert d["request"] is None, d
+        assert d["stack"] == {"missing": "the worker has no page (--no-worker-page)"}, d["stack"]
+        assert c.stop() == 0
+    finally:
+        c.close()
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", "--stack-timeout", "0", workers=1,
+                   name="nostack")
+    try:
+        req = c.start_request(HEAVY, timeout=30)
+        req.wait_read()
+        d = c.wait_death("watchdog-kill", timeout=15)[0]
+        assert d["stack"] is None, d["stack"]
+        assert d["request"]["path"] == HEAVY, d
+        assert "asking for its stack" not in c.log()
+        assert c.stop() == 0
+    finally:
+        c.close()
+
+
+if __name__ == "__main__":
+    ct.main(sys.modules[__name__])
