@@ -11,6 +11,14 @@ every second from its serving loop, and STOPPING=1 when it drains.
     GET /            a small JSON answer with the worker's pid and id
     GET /buffer?mb=N keeps N MB more (RSS grows; the soft limit recycles it)
     GET /sleep?ms=N  holds the request N ms (to watch a graceful drain)
+    GET /heavy?ms=N  computes for N ms (a stuck worker, with --sync)
+
+--sync serves one request at a time, as a synchronous worker of a
+pre-forked server does: a long /heavy then stalls its serving loop, its
+heartbeat stops, and corrald flags it blocked, asks for its stack and
+kills it at --hang-timeout; the post-mortem names the request and holds
+the traceback (the helper's stack thread answers; corrald also sets
+PYTHONFAULTHANDLER=1, so the SIGABRT dumps every thread on stderr).
 """
 import json
 import os
@@ -34,6 +42,15 @@ def number(environ, name, default, top):
     return n if 0 <= n <= top else None
 
 
+def heavy(ms):
+    """Burns the CPU for ms milliseconds in Python code."""
+    end = time.monotonic() + ms / 1000
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n
+
+
 def app(environ, start_response):
     path = environ.get("PATH_INFO", "/")
     status = "200 OK"
@@ -44,6 +61,12 @@ def app(environ, start_response):
         else:
             with kept_lock:
                 kept.extend(bytearray(b"\1" * (1 << 20)) for _ in range(mb))
+    elif path == "/heavy":
+        ms = number(environ, "ms", 100, 60000)
+        if ms is None:
+            status = "400 Bad Request"
+        else:
+            heavy(ms)
     elif path == "/sleep":
         ms = number(environ, "ms", 100, 60000)
         if ms is None:
@@ -58,4 +81,4 @@ def app(environ, start_response):
 
 
 if __name__ == "__main__":
-    serve(make_wsgi_server(app))
+    serve(make_wsgi_server(app, threaded="--sync" not in sys.argv[1:]))

@@ -16,12 +16,26 @@ the helpers bind 127.0.0.1:$PORT and report nothing.
 Channel: the stream on CORRAL_NOTIFY_FD (messages end with an empty line),
 else the datagram socket NOTIFY_SOCKET (so the same app also speaks to
 systemd directly). A broken channel turns reporting off, never the app.
+
+The worker page (CORRAL_PAGE_FD, docs/worker-protocol.md): the helper
+writes the request being served into it (mmap, no system call) and answers
+corrald's stack requests from a thread of its own, which sleeps on the
+page's futex: the traceback of every thread, the serving one first, even
+while it is stuck in a long computation (a pure-Python loop gives up the
+interpreter lock every few milliseconds; a C call that holds it delays the
+answer until it returns, and corrald then records it missing).
 """
+import ctypes
+import mmap
 import os
+import platform
 import signal
 import socket
+import struct
+import sys
 import threading
 import time
+import traceback
 from http.server import ThreadingHTTPServer
 
 LISTEN_FD = 3
@@ -94,6 +108,128 @@ class Notifier:
                 return False
 
 
+class Page:
+    """corrald's worker page (common/wpage.h): the request being served,
+    and the stack exchange. Every method is a no-op without a page."""
+
+    SIZE = 16384
+    MAGIC = 0x50575243
+    F_REQUEST, F_STACK = 1, 2
+    OFF_FEATURES, OFF_REQ, OFF_SEQ_END = 8, 64, 496
+    OFF_STACK_REQ, OFF_STACK_ANS, OFF_STACK_LEN, OFF_SOURCE, OFF_STACK = 512, 516, 520, 528, 1024
+    METHOD_MAX, TARGET_MAX = 16, 384
+    # The futex system call's number, where known: else the stack thread polls.
+    SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "i686": 240, "armv7l": 240}.get(platform.machine())
+
+    def __init__(self, env=None):
+        env = os.environ if env is None else env
+        self.map = None
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.live = {}  # id -> (started_ns, method, target), oldest first
+        self.next_id = 0
+        self.count = 0
+        self.main_ident = threading.main_thread().ident
+        raw = env.get("CORRAL_PAGE_FD", "")
+        if not raw:
+            return
+        try:
+            fd = int(raw)
+            m = mmap.mmap(fd, self.SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            os.close(fd)  # the mapping keeps it; children must not inherit it
+            if struct.unpack_from("<I", m, 0)[0] != self.MAGIC:
+                raise OSError("not a corral page")
+        except (OSError, ValueError) as e:
+            os.write(2, ("corral_notify: CORRAL_PAGE_FD: %s; not saying what it serves\n"
+                         % e).encode(errors="replace"))
+            return
+        self.map = m
+        features = self.F_REQUEST
+        t = threading.Thread(target=self._stacks, name="corral-stack", daemon=True)
+        t.start()
+        features |= self.F_STACK
+        struct.pack_into("<I", m, self.OFF_FEATURES, features)
+
+    def _write(self):
+        """The record of the newest request being served (lock held)."""
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        if self.live:
+            started, method, target = self.live[next(reversed(self.live))]
+        else:
+            started, method, target = 0, b"", b""
+        rec = struct.pack("<IIQQHHI", self.seq, len(self.live), started, self.count, len(method),
+                          len(target), 0)
+        rec += method.ljust(self.METHOD_MAX, b"\0") + target.ljust(self.TARGET_MAX, b"\0")
+        rec += struct.pack("<I", self.seq)
+        # One copy in ascending order: the sequence at the start is new
+        # before the rest changes, the one at the end only after.
+        self.map[self.OFF_REQ:self.OFF_SEQ_END + 4] = rec
+
+    def begin(self, method, target):
+        """A request is being served: its id, for end()."""
+        if self.map is None:
+            return None
+        with self.lock:
+            self.next_id += 1
+            self.count += 1
+            self.live[self.next_id] = (time.monotonic_ns(),
+                                       method.encode("ascii", "replace")[:self.METHOD_MAX],
+                                       target.encode("utf-8", "replace")[:self.TARGET_MAX])
+            self._write()
+            return self.next_id
+
+    def end(self, rid):
+        if self.map is None or rid is None:
+            return
+        with self.lock:
+            if self.live.pop(rid, None) is not None:
+                self._write()
+
+    def _stack_text(self):
+        frames = sys._current_frames()
+        me = threading.get_ident()
+        names = {t.ident: t.name for t in threading.enumerate()}
+        order = sorted((i for i in frames if i != me), key=lambda i: i != self.main_ident)
+        out = []
+        for ident in order:
+            out.append("Thread %s (%s)%s:\n" % (hex(ident), names.get(ident, "?"),
+                                                " (main)" if ident == self.main_ident else ""))
+            out.extend(traceback.format_stack(frames[ident]))
+        return "".join(out).encode("utf-8", "replace")
+
+    def _answer(self, req):
+        text = self._stack_text()[:self.SIZE - self.OFF_STACK]
+        self.map[self.OFF_STACK:self.OFF_STACK + len(text)] = text
+        self.map[self.OFF_SOURCE:self.OFF_SOURCE + 8] = b"python\0\0"
+        struct.pack_into("<I", self.map, self.OFF_STACK_LEN, len(text))
+        struct.pack_into("<I", self.map, self.OFF_STACK_ANS, req)
+
+    def _stacks(self):
+        """Waits for corrald's stack requests: on the futex (ctypes releases
+        the interpreter lock while it sleeps), else every 50 ms."""
+        word = ctypes.c_uint32.from_buffer(self.map, self.OFF_STACK_REQ)
+        libc = None
+        if self.SYS_FUTEX is not None:
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+            except OSError:
+                libc = None
+        seen = word.value
+        while True:
+            if libc is not None:
+                libc.syscall(self.SYS_FUTEX, ctypes.byref(word), 0, ctypes.c_uint32(seen),
+                             None, None, 0)  # FUTEX_WAIT
+            else:
+                time.sleep(0.05)
+            req = word.value
+            if req != seen:
+                seen = req
+                try:
+                    self._answer(req)
+                except Exception:  # the app comes first
+                    pass
+
+
 def inherited_socket():
     """The listening socket corrald (or systemd) passed as fd 3, or None."""
     if int(os.environ.get("LISTEN_FDS", "0") or 0) < 1:
@@ -117,6 +253,8 @@ class CorralServer(ThreadingHTTPServer):
     def __init__(self, handler, notifier=None):
         sock = inherited_socket()
         self.notifier = notifier or Notifier()
+        self.page = Page() if sock is not None else Page({})
+        handler = traced(handler, self.page)
         self.requests = 0
         self.inflight = 0
         self.count_lock = threading.Lock()
@@ -160,6 +298,33 @@ class CorralServer(ThreadingHTTPServer):
             self.inflight -= 1
 
 
+def traced(handler, page):
+    """handler, telling the page which request it serves (http.server's
+    handlers and wsgiref's alike parse each request in parse_request)."""
+    if page.map is None:
+        return handler
+
+    class Traced(handler):
+        def parse_request(self):
+            # The previous request of a keep-alive connection was answered.
+            page.end(getattr(self, "_corral_rid", None))
+            self._corral_rid = None
+            ok = super().parse_request()
+            if ok:
+                self._corral_rid = page.begin(self.command or "", self.path or "")
+            return ok
+
+        def handle(self):
+            try:
+                super().handle()
+            finally:
+                page.end(getattr(self, "_corral_rid", None))
+                self._corral_rid = None
+
+    Traced.__name__ = handler.__name__
+    return Traced
+
+
 def serve(server):
     """READY=1, serve until SIGTERM/SIGINT, then STOPPING=1 and a graceful
     close (requests in progress finish)."""
@@ -176,15 +341,29 @@ def serve(server):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     server.notifier.send(READY=1, STATUS="serving")
+    # The first heartbeat now, not after the first poll: a first request
+    # that stalls the loop is then noticed like any later one.
+    server.next_report = time.monotonic() + server.report_interval
+    server.report()
     server.serve_forever(poll_interval=server.poll_interval)
     server.server_close()
 
 
-def make_wsgi_server(app, notifier=None):
-    """A CorralServer running a WSGI app through wsgiref."""
+def make_wsgi_server(app, notifier=None, threaded=True):
+    """A CorralServer running a WSGI app through wsgiref; threaded=False
+    serves one request at a time on the serving loop (a synchronous worker:
+    a long request stalls its heartbeat)."""
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
     class Server(CorralServer, WSGIServer):
+        if not threaded:
+            def process_request(self, request, client_address):
+                with self.count_lock:
+                    self.requests += 1
+                    self.inflight += 1
+                self.finish_request(request, client_address)
+                self.shutdown_request(request)
+
         def __init__(self):
             CorralServer.__init__(self, QuietHandler, notifier)
             self.server_name = "localhost"

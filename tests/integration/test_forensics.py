@@ -13,6 +13,8 @@ import corraltest as ct  # noqa: E402
 
 CORRALCTL = os.environ.get("CORRALCTL", "")
 HEAVY = "/heavy?ms=60000"
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+PY_APP = os.path.join(ROOT, "examples", "python", "app.py")
 
 
 def event(sub, name, timeout=10):
@@ -124,6 +126,46 @@ def test_stack_missing():
         assert d["stack"] is None, d["stack"]
         assert d["request"]["path"] == HEAVY, d
         assert "asking for its stack" not in c.log()
+        assert c.stop() == 0
+    finally:
+        c.close()
+
+
+def test_hang_python():
+    """The Python helper's synchronous worker stuck in /heavy: the blocked
+    event and the post-mortem name the request; the stack is the helper's
+    answer, the serving thread's traceback ending in the app's loop. With
+    --no-worker-page the helper says nothing, and the stack comes from
+    the traceback Python's faulthandler printed at the SIGABRT."""
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", workers=1, name="hang-py",
+                   command=[sys.executable, PY_APP, "--sync"])
+    sub = c.subscribe()
+    try:
+        req = c.start_request(HEAVY, timeout=30)
+        req.wait_read()
+        assert event(sub, "blocked")["reason"].startswith(f"GET {HEAVY} ("), c.log()[-2000:]
+        d = c.wait_death("watchdog-kill", timeout=15)[0]
+        assert d["request"]["path"] == HEAVY and d["request"]["age_ms"] >= 1000, d["request"]
+        st = d["stack"]
+        assert st["source"] == "python", st
+        main = st["text"].split("Thread ")[1]  # the serving thread comes first
+        assert "(main)" in main and main.rstrip().endswith("while time.monotonic() < end:"), st
+        assert 'app.py", line' in main and "in heavy" in main, st
+        assert c.stop() == 0
+    finally:
+        sub.close()
+        c.close()
+    c = ct.Corrald("--watchdog", "1", "--hang-timeout", "2", "--no-worker-page", workers=1,
+                   name="hang-py-fh", command=[sys.executable, PY_APP, "--sync"])
+    try:
+        req = c.start_request(HEAVY, timeout=30)
+        req.wait_read()
+        d = c.wait_death("watchdog-kill", timeout=15)[0]
+        st = d["stack"]
+        assert st["source"] == "faulthandler", st
+        assert st["text"].startswith("Current thread 0x") or st["text"].startswith("Thread 0x"), st
+        assert 'app.py", line' in st["text"] and " in heavy\n" in st["text"], st
+        assert d["request"] is None, d["request"]
         assert c.stop() == 0
     finally:
         c.close()
