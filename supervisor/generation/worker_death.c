@@ -68,5 +68,7 @@ struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
     pm->uptime_ms = ev.uptime_ms;
     cr_postmortem_set_death(pm, &res);
     cr_postmortem_set_stderr(pm, tail, tail_len);
+    /* The ring is this generation's until the next spawn resets it. */
+    cr_postmortem_set_series(pm, g->mem.samples, now_ms);
     return pm;
 }

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "death.h"
+#include "trend.h"
 
 /* memory.stat at death (the fields corral reports; 0 = not read). Plain
  * fields so that this header does not depend on the cgroups module. */
@@ -24,6 +25,26 @@ struct cr_postmortem_memstat {
     uint64_t slab;
     uint64_t sock;
     uint64_t shmem;
+};
+
+/* The last minute of memory before a death, from corrald's samples of the
+ * worker (the trend ring, memread.c): at most one point per second of the
+ * CR_POSTMORTEM_SERIES_MS before the death, each the largest reading of
+ * each figure among that second's samples (the peaks are what meets a
+ * limit), stamped with the time of its newest sample. A second without a
+ * sample has no point (a calm worker is sampled every eighth period, 2 s
+ * by default). Sizes in KiB as the ring keeps them, 20 bytes a point:
+ * 1.2 KiB a record. */
+#define CR_POSTMORTEM_SERIES_MAX 60
+#define CR_POSTMORTEM_SERIES_MS  60000
+#define CR_POSTMORTEM_UNKNOWN    UINT32_MAX /* a figure not known: null, never 0 */
+
+struct cr_postmortem_point {
+    int32_t t_ms;           /* relative to the death: -59999 .. 0 */
+    uint32_t rss_kib;       /* corrald's reading; CR_POSTMORTEM_UNKNOWN: none */
+    uint32_t heap_used_kib; /* the worker's report; unknown while it reports no heap */
+    uint32_t external_kib;  /* the worker's report; unknown likewise */
+    uint32_t cg_usage_kib;  /* its own group's usage; unknown without one */
 };
 
 struct cr_postmortem {
@@ -67,6 +88,10 @@ struct cr_postmortem {
     uint64_t external;
     uint64_t loop_delay_max_us;
 
+    /* Memory over the last minute, oldest first (cr_postmortem_set_series). */
+    size_t series_len;
+    struct cr_postmortem_point series[CR_POSTMORTEM_SERIES_MAX];
+
     /* The last <= CR_DEATH_STDERR_MAX bytes of stderr, copied (not
      * NUL-terminated; may contain any bytes). */
     size_t stderr_len;
@@ -78,10 +103,19 @@ void cr_postmortem_set_death(struct cr_postmortem *pm, const struct cr_death_res
 /* Copies the last min(len, CR_DEATH_STDERR_MAX) bytes of buf (NULL → empty). */
 void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t len);
 
+/* The memory series (see struct cr_postmortem_point) from the samples in
+ * ring taken within CR_POSTMORTEM_SERIES_MS before death_ms (the ring's
+ * clock: loop ms); a sample stamped after death_ms counts as at it. NULL
+ * or an empty ring: no points. */
+void cr_postmortem_set_series(struct cr_postmortem *pm, const struct cr_trend_ring *ring,
+                              uint64_t death_ms);
+
 /* A new cJSON object (caller owns; cJSON_Delete), or NULL when out of
  * memory. Keys are snake_case with units in their names (rss_bytes,
  * uptime_ms, …); an unknown limit is null; the stderr tail is made valid
- * UTF-8 (invalid bytes and NULs become '?'). */
+ * UTF-8 (invalid bytes and NULs become '?'). memory_series is an array of
+ * {"t_ms", "rss_bytes", "heap_used_bytes", "external_bytes",
+ * "cg_usage_bytes"}, oldest first, an unknown figure null. */
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
 
 /* One logfmt line (no newline) into buf: key=value pairs, values with
@@ -93,6 +127,12 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
 
 /* ---- the ring ---- */
 
+/* A record is a fixed size, so that the ring is one allocation made at
+ * start-up and never grows: sizeof(struct cr_postmortem) is 5,944 bytes
+ * (the 4 KiB stderr tail, the 384-byte reason, 1,208 bytes of memory
+ * series, the figures), 4,736 before the series; the default 256 records
+ * cost 1.45 MiB (1.16 MiB before), the maximum 65536 records 372 MiB.
+ * tests/unit/analysis/test_history.c prints the figure and bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256
 #define CR_HISTORY_MAX_CAPACITY 65536
 
