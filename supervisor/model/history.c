@@ -122,6 +122,18 @@ void cr_postmortem_set_series(struct cr_postmortem *pm, const struct cr_trend_ri
     }
 }
 
+void cr_postmortem_set_verdict(struct cr_postmortem *pm, enum cr_trend_verdict v, uint64_t at_ms,
+                               const char *detail, uint64_t death_ms)
+{
+    if (!pm)
+        return;
+    pm->verdict = (unsigned)v < _CR_TREND_VERDICT_MAX ? v : CR_TREND_UNKNOWN;
+    pm->verdict_since_ms = !at_ms              ? INT64_MIN
+                           : at_ms >= death_ms ? 0
+                                               : -(int64_t)(death_ms - at_ms);
+    snprintf(pm->verdict_detail, sizeof(pm->verdict_detail), "%s", detail ? detail : "");
+}
+
 /* A NUL-terminated, valid UTF-8 copy of buf; caller frees. */
 static char *utf8_clean(const char *buf, size_t len)
 {
@@ -230,6 +242,16 @@ static bool add_kib(cJSON *o, const char *k, uint32_t kib)
     return add_num(o, k, (double)kib * 1024);
 }
 
+static bool add_verdict(cJSON *o, const struct cr_postmortem *pm)
+{
+    const char *v = cr_trend_verdict_to_string(pm->verdict);
+    return cJSON_AddStringToObject(o, "memory_verdict", v ? v : "unknown") &&
+           (pm->verdict_since_ms == INT64_MIN
+                ? cJSON_AddNullToObject(o, "memory_verdict_since_ms") != NULL
+                : add_num(o, "memory_verdict_since_ms", (double)pm->verdict_since_ms)) &&
+           cJSON_AddStringToObject(o, "memory_verdict_detail", pm->verdict_detail);
+}
+
 static bool add_series(cJSON *o, const struct cr_postmortem *pm)
 {
     cJSON *a = cJSON_AddArrayToObject(o, "memory_series");
@@ -263,7 +285,7 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
          add_num(o, "start_ms", (double)pm->start_ms) &&
          add_num(o, "end_ms", (double)pm->end_ms) &&
          add_num(o, "uptime_ms", (double)pm->uptime_ms) && add_status(o, pm) &&
-         add_memory(o, pm) && add_series(o, pm);
+         add_memory(o, pm) && add_verdict(o, pm) && add_series(o, pm);
     tail = ok ? utf8_clean(pm->stderr_tail, pm->stderr_len) : NULL;
     ok = tail && cJSON_AddStringToObject(o, "stderr_tail", tail);
     free(tail);

@@ -88,6 +88,13 @@ struct cr_postmortem {
     uint64_t external;
     uint64_t loop_delay_max_us;
 
+    /* The memory trend's last verdict (trend.h), the time it was reached
+     * relative to the death (INT64_MIN: never: "unknown" from the start)
+     * and the numbers behind it then (cr_trend_format; "" with none). */
+    enum cr_trend_verdict verdict;
+    int64_t verdict_since_ms;
+    char verdict_detail[256];
+
     /* Memory over the last minute, oldest first (cr_postmortem_set_series). */
     size_t series_len;
     struct cr_postmortem_point series[CR_POSTMORTEM_SERIES_MAX];
@@ -110,12 +117,19 @@ void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t 
 void cr_postmortem_set_series(struct cr_postmortem *pm, const struct cr_trend_ring *ring,
                               uint64_t death_ms);
 
+/* The trend's verdict at the death: v, reached at loop time at_ms (0: it
+ * never changed), the numbers behind it; death_ms on the same clock. */
+void cr_postmortem_set_verdict(struct cr_postmortem *pm, enum cr_trend_verdict v, uint64_t at_ms,
+                               const char *detail, uint64_t death_ms);
+
 /* A new cJSON object (caller owns; cJSON_Delete), or NULL when out of
  * memory. Keys are snake_case with units in their names (rss_bytes,
  * uptime_ms, …); an unknown limit is null; the stderr tail is made valid
  * UTF-8 (invalid bytes and NULs become '?'). memory_series is an array of
  * {"t_ms", "rss_bytes", "heap_used_bytes", "external_bytes",
- * "cg_usage_bytes"}, oldest first, an unknown figure null. */
+ * "cg_usage_bytes"}, oldest first, an unknown figure null; beside it
+ * memory_verdict, memory_verdict_since_ms (null: never reached) and
+ * memory_verdict_detail. */
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
 
 /* One logfmt line (no newline) into buf: key=value pairs, values with
@@ -128,11 +142,12 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
 /* ---- the ring ---- */
 
 /* A record is a fixed size, so that the ring is one allocation made at
- * start-up and never grows: sizeof(struct cr_postmortem) is 5,944 bytes
+ * start-up and never grows: sizeof(struct cr_postmortem) is 6,216 bytes
  * (the 4 KiB stderr tail, the 384-byte reason, 1,208 bytes of memory
- * series, the figures), 4,736 before the series; the default 256 records
- * cost 1.45 MiB (1.16 MiB before), the maximum 65536 records 372 MiB.
- * tests/unit/analysis/test_history.c prints the figure and bounds it. */
+ * series, the trend's 256-byte detail, the figures), 4,736 before the
+ * series and the verdict; the default 256 records cost 1.52 MiB (1.16 MiB
+ * before), the maximum 65536 records 389 MiB. test_history.c prints the
+ * figure and bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256
 #define CR_HISTORY_MAX_CAPACITY 65536
 
