@@ -45,10 +45,9 @@ static size_t op_history_len(void *ctx)
     return cr_history_len(cr_supervisor_history(sup_of(ctx)));
 }
 
-static cJSON *op_history(void *ctx, size_t i)
+static const struct cr_postmortem *op_history(void *ctx, size_t i)
 {
-    const struct cr_postmortem *pm = cr_history_get(cr_supervisor_history(sup_of(ctx)), i);
-    return pm ? cr_postmortem_to_json(pm) : NULL;
+    return cr_history_get(cr_supervisor_history(sup_of(ctx)), i);
 }
 
 static int op_scale(void *ctx, unsigned n)
