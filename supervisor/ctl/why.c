@@ -13,13 +13,13 @@
 
 #include "when.h"
 
-#define LABEL 14 /* "  evidence    ": the indent of a section's values */
+#define LABEL     14 /* "  evidence    ": the indent of a section's values */
 #define SERIES_MS 60000.0
 
-#define RED "\033[31m"
+#define RED    "\033[31m"
 #define YELLOW "\033[33m"
-#define BOLD "\033[1m"
-#define DIM "\033[2m"
+#define BOLD   "\033[1m"
+#define DIM    "\033[2m"
 
 /* ---- small things ---- */
 
@@ -227,8 +227,7 @@ static int cells_for(int width)
     return 12;
 }
 
-static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm,
-                         struct series *out)
+static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm, struct series *out)
 {
     const cJSON *pts = get(pm, "memory_series");
     int cells = cells_for(o->width);
@@ -309,8 +308,9 @@ static void print_evidence(FILE *f, const struct ctl_why_opts *o, const cJSON *p
     field(f, o, "status", buf);
 
     const cJSON *own = get(pm, "oom_own"), *anc = get(pm, "oom_ancestor");
-    snprintf(buf, sizeof(buf), "own group %.0f (limit hit %.0f, oom %.0f), enclosing %.0f "
-                               "(limit hit %.0f), system %.0f",
+    snprintf(buf, sizeof(buf),
+             "own group %.0f (limit hit %.0f, oom %.0f), enclosing %.0f "
+             "(limit hit %.0f), system %.0f",
              ctl_num(own, "oom_kill"), ctl_num(own, "max"), ctl_num(own, "oom"),
              ctl_num(anc, "oom_kill"), ctl_num(anc, "max"), ctl_num(pm, "oom_system_kills"));
     field(f, o, "OOM kills", buf);
@@ -527,8 +527,9 @@ static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
                                "what it retains"
                              : "Fix the retention (a heap snapshot near the limit shows it)");
     } else if (strcmp(cat, "abort") == 0) {
-        snprintf(l1, sizeof(l1), "It called abort() with no sign of a full heap: an assertion "
-                                 "in the program or a native module.");
+        snprintf(l1, sizeof(l1),
+                 "It called abort() with no sign of a full heap: an assertion "
+                 "in the program or a native module.");
         snprintf(l2, sizeof(l2), "%s Read the last output lines above for the assertion.",
                  x->core ? "A core was dumped: open it (coredumpctl gdb) for the stack."
                          : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) to "
@@ -549,39 +550,48 @@ static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
                  "Raise --memory-max if it needs that much, or find what grows; set "
                  "--memory-soft (80%%) so that corrald recycles it before the kernel kills.");
     } else if (strcmp(cat, "oom-ancestor-limit") == 0) {
-        snprintf(l1, sizeof(l1), "An enclosing group ran out (the service's MemoryMax=, the "
-                                 "container's limit), not the worker's own limit.");
+        snprintf(l1, sizeof(l1),
+                 "An enclosing group ran out (the service's MemoryMax=, the "
+                 "container's limit), not the worker's own limit.");
         snprintf(l2, sizeof(l2),
                  "Make the workers fit: fewer --workers or a lower --memory-max (corralctl "
                  "status shows the memory budget), or raise the enclosing limit.");
     } else if (strcmp(cat, "oom-system") == 0) {
         snprintf(l1, sizeof(l1), "The machine ran out of memory; no cgroup limit was involved.");
-        snprintf(l2, sizeof(l2), "Set --memory-max so that a limit of corral's bites first, and "
-                                 "look at what else runs on the host.");
+        snprintf(l2, sizeof(l2),
+                 "Set --memory-max so that a limit of corral's bites first, and "
+                 "look at what else runs on the host.");
     } else if (strcmp(cat, "memory-kill") == 0) {
         growth(&x->mem[0], "its RSS", g, sizeof(g));
-        snprintf(l1, sizeof(l1), "corrald killed it for passing --memory-max %s (no group of "
-                                 "its own)%s%s.",
+        snprintf(l1, sizeof(l1),
+                 "corrald killed it for passing --memory-max %s (no group of "
+                 "its own)%s%s.",
                  x->limit, g[0] ? ": " : "", g);
-        snprintf(l2, sizeof(l2), "Raise --memory-max if it needs that much, or find what grows; "
-                                 "--memory-soft recycles it gracefully before.");
+        snprintf(l2, sizeof(l2),
+                 "Raise --memory-max if it needs that much, or find what grows; "
+                 "--memory-soft recycles it gracefully before.");
     } else if (strcmp(cat, "watchdog-kill") == 0) {
-        snprintf(l1, sizeof(l1), "Its event loop stopped (no heartbeat) and corrald killed it at "
-                                 "--hang-timeout.%s",
+        snprintf(l1, sizeof(l1),
+                 "Its event loop stopped (no heartbeat) and corrald killed it at "
+                 "--hang-timeout.%s",
                  x->request || x->stack ? " The request and the stack above show where it was."
                                         : " Nothing recorded where it was: the loop delay and "
                                           "the last output lines are the clues.");
-        snprintf(l2, sizeof(l2), "Move that work off the loop (a worker thread, a queue); raise "
-                                 "--hang-timeout only if the wait is legitimate.");
+        snprintf(l2, sizeof(l2),
+                 "Move that work off the loop (a worker thread, a queue); raise "
+                 "--hang-timeout only if the wait is legitimate.");
     } else if (strcmp(cat, "stop-timeout") == 0) {
         snprintf(l1, sizeof(l1), "Its drain outlived --stop-timeout and corrald SIGKILLed it.");
-        snprintf(l2, sizeof(l2), "Long requests or a shutdown handler that never ends: make it "
-                                 "end, or raise --stop-timeout.");
+        snprintf(l2, sizeof(l2),
+                 "Long requests or a shutdown handler that never ends: make it "
+                 "end, or raise --stop-timeout.");
     } else if (strcmp(cat, "start-timeout") == 0) {
-        snprintf(l1, sizeof(l1), "It announced readiness but sent no READY=1 within "
-                                 "--start-timeout.");
-        snprintf(l2, sizeof(l2), "A slow start: raise --start-timeout; a program that never says "
-                                 "READY=1: use --ready exec or auto.");
+        snprintf(l1, sizeof(l1),
+                 "It announced readiness but sent no READY=1 within "
+                 "--start-timeout.");
+        snprintf(l2, sizeof(l2),
+                 "A slow start: raise --start-timeout; a program that never says "
+                 "READY=1: use --ready exec or auto.");
     } else if (strcmp(cat, "crash") == 0) {
         snprintf(l1, sizeof(l1), "A crash in native code (a segfault or the like).");
         snprintf(l2, sizeof(l2), "%s",
@@ -589,23 +599,28 @@ static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
                          : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) and "
                            "get the stack from the next one.");
     } else if (strcmp(cat, "signal") == 0) {
-        snprintf(l1, sizeof(l1), "A signal from outside killed it (the reason says who when "
-                                 "corrald knows: an operator's corralctl kill).");
+        snprintf(l1, sizeof(l1),
+                 "A signal from outside killed it (the reason says who when "
+                 "corrald knows: an operator's corralctl kill).");
         snprintf(l2, sizeof(l2), "Find the sender: deploy scripts, systemd-oomd, an admin.");
     } else if (strcmp(cat, "recycled") == 0) {
-        snprintf(l1, sizeof(l1), "Planned: corrald replaced it (the reason says why). Nothing to "
-                                 "do.");
-        snprintf(l2, sizeof(l2), "Recycles at the soft limit again and again mean the worker "
-                                 "grows: see the memory above.");
+        snprintf(l1, sizeof(l1),
+                 "Planned: corrald replaced it (the reason says why). Nothing to "
+                 "do.");
+        snprintf(l2, sizeof(l2),
+                 "Recycles at the soft limit again and again mean the worker "
+                 "grows: see the memory above.");
     } else if (strcmp(cat, "exec-failed") == 0) {
-        snprintf(l1, sizeof(l1), "The program could not be executed at all (the reason names "
-                                 "the error).");
+        snprintf(l1, sizeof(l1),
+                 "The program could not be executed at all (the reason names "
+                 "the error).");
         snprintf(l2, sizeof(l2), "Fix the command line, the path or the permissions.");
     } else if (strcmp(cat, "exit-error") == 0) {
         snprintf(l1, sizeof(l1), "It exited with an error of its own.");
-        snprintf(l2, sizeof(l2), "Read its last output lines above (the first error, not the "
-                                 "last line); a crash loop of these is usually configuration "
-                                 "or a missing dependency.");
+        snprintf(l2, sizeof(l2),
+                 "Read its last output lines above (the first error, not the "
+                 "last line); a crash loop of these is usually configuration "
+                 "or a missing dependency.");
     } else if (strcmp(cat, "exit-clean") == 0) {
         snprintf(l1, sizeof(l1), "%s",
                  x->planned ? "corrald stopped it (a stop or a scale-down). Nothing to do."

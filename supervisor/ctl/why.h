@@ -17,9 +17,9 @@ struct ctl_why_opts {
     int width;    /* columns to fit: CTL_WHY_MIN_WIDTH or more */
 };
 
-#define CTL_WHY_MIN_WIDTH 60
-#define CTL_WHY_STDERR_LINES 8 /* the stderr tail's last lines shown */
-#define CTL_WHY_STACK_LINES 20 /* a stack's first lines shown */
+#define CTL_WHY_MIN_WIDTH    60
+#define CTL_WHY_STDERR_LINES 8  /* the stderr tail's last lines shown */
+#define CTL_WHY_STACK_LINES  20 /* a stack's first lines shown */
 
 /* The screen for pm. */
 void ctl_print_why(FILE *f, const struct ctl_why_opts *o, const cJSON *pm);

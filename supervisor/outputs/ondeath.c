@@ -21,7 +21,6 @@
 #include "reaper.h"
 #include "view.h"
 
-
 _Static_assert(64 <= CR_REAPER_FOREIGN_MAX,
                "every run --on-death-parallel allows is registered with the reaper");
 
@@ -217,8 +216,7 @@ static void report(struct run *r)
         od->st.failed++;
         cr_log_event(CR_LOG_WARNING, "on-death", r->worker, r->run_pid, NULL,
                      "on-death[%d] w%d: killed by signal %d (%s) after %llu ms", r->run_pid,
-                     r->worker, r->term_signal, strsignal(r->term_signal),
-                     (unsigned long long)ms);
+                     r->worker, r->term_signal, strsignal(r->term_signal), (unsigned long long)ms);
     } else if (r->exit_status) {
         od->st.failed++;
         cr_log_event(CR_LOG_WARNING, "on-death", r->worker, r->run_pid, NULL,
@@ -325,9 +323,9 @@ static void on_written(uv_write_t *w, int status)
  * memory; free() it. */
 static char **run_env(struct run *r)
 {
-    static const char *const deny[] = {"LISTEN_FDS=",    "LISTEN_PID=",    "LISTEN_FDNAMES=",
-                                       "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=",
-                                       "JOURNAL_STREAM=", "CORRAL_"};
+    static const char *const deny[] = {
+        "LISTEN_FDS=",    "LISTEN_PID=",   "LISTEN_FDNAMES=", "NOTIFY_SOCKET=",
+        "WATCHDOG_USEC=", "WATCHDOG_PID=", "JOURNAL_STREAM=", "CORRAL_"};
     size_t n = 0, k = 0;
     while (environ && environ[n])
         n++;
@@ -439,8 +437,7 @@ fail:
     free(env);
     od->st.spawn_failed++;
     if (e == -ECANCELED)
-        cr_log(CR_LOG_NOTICE, "on-death: unset since worker %d's death: nothing runs",
-               r->worker);
+        cr_log(CR_LOG_NOTICE, "on-death: unset since worker %d's death: nothing runs", r->worker);
     else
         cr_log_event(CR_LOG_WARNING, "on-death", r->worker, r->pid, NULL,
                      "on-death: cannot run %s for worker %d (pid %d, %s): %s", path, r->worker,

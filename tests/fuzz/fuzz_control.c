@@ -175,9 +175,13 @@ static size_t f_history_len(void *ctx)
 /* A record whose stderr tail holds any bytes (rendered as valid UTF-8). */
 static const struct cr_postmortem *f_history(void *ctx, size_t i)
 {
-    static struct cr_postmortem pm = {.worker_id = 1, .pid = 42, .generation = 1,
-                                      .end_ms = 1000, .category = CR_DEATH_CRASH,
-                                      .stderr_len = 9, .stderr_tail = "bad \xc3\x28 \xff\n"};
+    static struct cr_postmortem pm = {.worker_id = 1,
+                                      .pid = 42,
+                                      .generation = 1,
+                                      .end_ms = 1000,
+                                      .category = CR_DEATH_CRASH,
+                                      .stderr_len = 9,
+                                      .stderr_tail = "bad \xc3\x28 \xff\n"};
     pm.worker_id = 1 + pick(ctx, 2);
     return pick(ctx, 8) == 0 ? NULL : &pm;
 }

@@ -23,7 +23,7 @@ struct fake {
     char *status_text; /* a string member of the status answer */
     size_t nhistory;
     struct cr_postmortem hist[4]; /* newest first */
-    int workers_max; /* ids 1..workers_max exist */
+    int workers_max;              /* ids 1..workers_max exist */
     unsigned scaled;
     int restarted, killed, sig, reloads, stops, calls;
     char key[64], value[256];
@@ -163,8 +163,10 @@ static struct fake fake(void)
      * worker 2 at 1000; their pids 103, 102, 101. */
     struct fake f = {.workers_max = 2, .nhistory = 3};
     for (int i = 0; i < 3; i++)
-        f.hist[i] = (struct cr_postmortem){.worker_id = i == 1 ? 1 : 2, .pid = 103 - i,
-                                           .generation = 1, .end_ms = 3000 - 1000 * i,
+        f.hist[i] = (struct cr_postmortem){.worker_id = i == 1 ? 1 : 2,
+                                           .pid = 103 - i,
+                                           .generation = 1,
+                                           .end_ms = 3000 - 1000 * i,
                                            .category = CR_DEATH_SIGNAL};
     return f;
 }
@@ -319,9 +321,9 @@ static void test_history(void **state)
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "history");
     assert_int_equal(cJSON_GetArraySize(h), 3);
     assert_int_equal(num(cJSON_GetArrayItem(h, 0), "pid"), 103); /* newest first */
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(h, 0),
-                                                         "category")->valuestring,
-                        "signal"); /* the record, rendered */
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(h, 0), "category")->valuestring,
+        "signal"); /* the record, rendered */
     cJSON_Delete(r);
     r = run(&f, "{\"cmd\":\"history\",\"n\":1}", NULL);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "history")), 1);
