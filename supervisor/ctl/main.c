@@ -455,7 +455,7 @@ int main(int argc, char **argv)
         cJSON_Delete(req);
         return run_why(&o, optind + 1 < argc ? argv[optind + 1] : NULL);
     }
-    /* Filtered by corrald: a record is 6-12 KiB of JSON. */
+    /* Filtered by corrald: a record is up to ~12 KiB of JSON. */
     if (o.since)
         cJSON_AddNumberToObject(req, "since_ms", (double)o.since_ms);
     int code = run(&o, argv[optind], req);

@@ -325,7 +325,7 @@ static cJSON *cmd_worker(struct req *r)
 
 /* The newest `n` records (all by default) that match every filter given:
  * `since_ms` (ended at or after that wall-clock time), `worker`, `pid`.
- * Filtered here, before rendering: a record is 6-12 KiB of JSON, and
+ * Filtered here, before rendering: a record is up to ~12 KiB of JSON, and
  * `corralctl why` asks for one among hundreds. Every record is looked at
  * (the wall clock may step back, so end_ms need not fall with the index). */
 static cJSON *cmd_history(struct req *r)
