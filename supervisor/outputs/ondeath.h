@@ -23,11 +23,11 @@
  * Bounded in time, in number and in memory: a run still going after
  * --on-death-timeout is SIGKILLed with its whole process group; at most
  * --on-death-parallel run at once; up to CR_ONDEATH_QUEUE more deaths wait
- * (each its JSON text: 1.5 to 12 KiB, up to 30 KiB for a stderr tail
- * of control bytes, which JSON escapes in 6 bytes each), and a death beyond that is dropped —
- * logged and counted, the newest rather than the oldest since a storm's
- * first deaths are the ones that tell its cause (its record stays in the
- * history). Deaths while corrald drains for its stop are its own doing
+ * (each its JSON text: 1.5 to 12 KiB, up to 30 KiB for a stderr tail of
+ * control bytes, which JSON escapes in 6 bytes each), and a death beyond
+ * that is dropped — logged and counted, the newest rather than the oldest
+ * since a storm's first deaths are the ones that tell its cause (its
+ * record stays in the history). Deaths while corrald drains for its stop are its own doing
  * and run nothing; at the end of the stop, deaths still waiting are
  * dropped and runs under way end within their timeout. */
 #pragma once
