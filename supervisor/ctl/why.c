@@ -373,7 +373,12 @@ static void print_context(FILE *f, const struct ctl_why_opts *o, const cJSON *pm
     char buf[512], age[32];
     heading(f, o, "At the death");
     const cJSON *req = get(pm, "request");
-    if (cJSON_IsObject(req)) {
+    if (cJSON_IsObject(req) && !cJSON_IsString(get(req, "method"))) {
+        /* Known, and none was being served. */
+        snprintf(buf, sizeof(buf), "none being served (%.0f in flight)",
+                 ctl_num(req, "inflight"));
+        field(f, o, "request", buf);
+    } else if (cJSON_IsObject(req)) {
         int n = snprintf(buf, sizeof(buf), "%s %s", ctl_str(req, "method"), ctl_str(req, "path"));
         if (ctl_known(req, "age_ms")) {
             ctl_fmt_ms(ctl_num(req, "age_ms"), age, sizeof(age));
@@ -650,7 +655,7 @@ void ctl_print_why(FILE *f, const struct ctl_why_opts *o, const cJSON *pm)
 
     x.planned = cJSON_IsTrue(get(pm, "planned"));
     x.core = cJSON_IsTrue(get(pm, "core_dumped"));
-    x.request = cJSON_IsObject(get(pm, "request"));
+    x.request = cJSON_IsString(get(get(pm, "request"), "method"));
     x.stack = cJSON_IsObject(get(pm, "stack")) && *ctl_str(get(pm, "stack"), "text");
     x.snapshot = *ctl_str(get(pm, "reports"), "heap_snapshot") != '\0';
     if (has_limit(pm, "cg_limit_bytes"))
