@@ -23,6 +23,7 @@
 #include "log.h"
 #include "memwatch.h"
 #include "metrics_http.h"
+#include "ondeath.h"
 #include "operations.h"
 #include "sd.h"
 #include "self.h"
@@ -42,6 +43,7 @@ struct wiring {
     struct cr_sd *sd;
     struct cr_memwatch *mw;
     struct cr_termlog *termlog;
+    struct cr_ondeath *ondeath;
     struct cr_exitwatch exits;
 };
 
@@ -109,6 +111,26 @@ static void on_sigchld(uv_signal_t *h, int signum)
     cr_supervisor_reap(h->data);
 }
 
+/* The --on-death runs are libuv's children: the reaper's orphan scan must
+ * leave their zombies to libuv (reaper.h). */
+static int ondeath_started(void *ctx, int pid)
+{
+    struct cr_supervisor *sup = ctx;
+    return cr_reaper_foreign_add(&sup->reaper, pid);
+}
+
+static void ondeath_reaped(void *ctx, int pid)
+{
+    struct cr_supervisor *sup = ctx;
+    cr_reaper_foreign_del(&sup->reaper, pid);
+}
+
+static const struct cr_priority *ondeath_priority(void *ctx)
+{
+    struct cr_supervisor *sup = ctx;
+    return cr_self_priority(&sup->self);
+}
+
 /* corrald is a child subreaper: a worker's children that outlive it are
  * re-parented here, not to init, and reaped on SIGCHLD — no zombie stays
  * behind, and as a container's PID 1 corrald reaps every orphan. */
@@ -164,6 +186,13 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     cr_termlog_open(sup, &wi->termlog);
     if (wi->termlog)
         cr_supervisor_subscribe(sup, cr_termlog_on_event, wi->termlog);
+    const struct cr_ondeath_host odh = {.started = ondeath_started,
+                                        .reaped = ondeath_reaped,
+                                        .priority = ondeath_priority,
+                                        .ctx = sup};
+    if ((r = cr_ondeath_new(sup, loop, &odh, &wi->ondeath)) < 0)
+        return r;
+    cr_supervisor_subscribe(sup, cr_ondeath_on_event, wi->ondeath);
     cr_supervisor_subscribe(sup, on_event, wi);
     /* Signal handles only once on_event is subscribed: it is what closes
      * them when the core finishes, so a failure before this point leaves
@@ -171,8 +200,10 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     signals_start(wi, loop);
     /* The control path first: a second corrald refused there (the path is
      * owned) must not bind the port or touch the cgroups of the first. */
-    wi->control_core = (struct cr_control_core){
-        .sup = sup, .exit_notice = cr_exitwatch_state, .exit_notice_ctx = &wi->exits};
+    wi->control_core = (struct cr_control_core){.sup = sup,
+                                                .exit_notice = cr_exitwatch_state,
+                                                .exit_notice_ctx = &wi->exits,
+                                                .on_death = wi->ondeath};
     if ((r = cr_control_open(loop, &sup->cfg, &cr_control_core_ops, &wi->control_core,
                              &wi->control)) < 0)
         return r;
@@ -268,6 +299,7 @@ int main(int argc, char **argv)
     cr_supervisor_done(&sup);
     wi.sd = cr_sd_free(wi.sd);
     wi.mw = cr_memwatch_free(wi.mw);
+    wi.ondeath = cr_ondeath_free(wi.ondeath);
     uv_loop_close(loop);
     cr_log(CR_LOG_INFO, "corrald exits %d", code);
     return code;

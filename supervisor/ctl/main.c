@@ -15,13 +15,22 @@
 #include "render.h"
 #include "top.h"
 #include "units.h"
+#include "when.h"
+#include "why.h"
 
 enum { EXIT_REFUSED = 1, EXIT_USAGE = 2, EXIT_CONNECT = 3 };
+
+enum format { FORMAT_HUMAN, FORMAT_NDJSON, FORMAT_CSV };
 
 struct opts {
     const char *socket;
     bool json;
     int timeout_ms;
+    enum format format; /* history */
+    const char *since;  /* history: --since as given */
+    int64_t since_ms;   /* ... as a Unix time */
+    bool ascii;         /* why */
+    const char *file;   /* why: a saved post-mortem instead of corrald's */
 };
 
 static void usage(FILE *f)
@@ -32,7 +41,12 @@ static void usage(FILE *f)
           "  status                 supervisor summary and one row per worker\n"
           "  workers                the worker table\n"
           "  worker ID              everything about one worker\n"
-          "  history [N]            the last N deaths (default: all kept)\n"
+          "  history [N]            the last N deaths (default: all kept); for scripts\n"
+          "                         --format ndjson|csv, and --since T (10m, 2h, an ISO 8601\n"
+          "                         or Unix time): the deaths that ended since then\n"
+          "  why [WORKER|PID]       why the newest death (of that worker, else that pid)\n"
+          "                         happened, on one screen; --ascii; --file F reads a saved\n"
+          "                         post-mortem (- : standard input) instead of corrald\n"
           "  scale N                run N workers\n"
           "  restart ID|all         rolling restart of one worker or all\n"
           "  reload                 rolling restart of all workers (new config)\n"
@@ -51,6 +65,10 @@ static void usage(FILE *f)
           "  -s, --socket PATH      control socket (default: $RUNTIME_DIRECTORY/control.sock,\n"
           "                         else /run/corral/control.sock if present, else ./corral.sock)\n"
           "  -t, --timeout SEC      wait this long for an answer, 1s to 24h (default 10)\n"
+          "  -f, --format FORMAT    history: human (default), ndjson or csv\n"
+          "      --since T          history: deaths that ended at T or later\n"
+          "      --ascii            why: ASCII sparklines (also when the locale is not UTF-8)\n"
+          "      --file PATH        why: render a saved post-mortem, - for standard input\n"
           "  -h, --help             show this help\n"
           "  -V, --version          show the version\n\n"
           "Exit status: 0 ok, 1 refused by corrald, 2 usage error, 3 cannot connect.\n",
@@ -74,7 +92,7 @@ static cJSON *build_request(int argc, char **argv)
     } cmds[] = {{"status", 0, 0}, {"workers", 0, 0}, {"worker", 1, 1},  {"history", 0, 1},
                 {"scale", 1, 1},  {"restart", 1, 1}, {"reload", 0, 0},  {"kill", 2, 2},
                 {"set", 2, 2},    {"events", 0, 0},  {"metrics", 0, 0}, {"stop", 0, 0},
-                {"ping", 0, 0},   {"top", 0, 0},     {"stack", 1, 1}};
+                {"ping", 0, 0},   {"top", 0, 0},     {"why", 0, 1},     {"stack", 1, 1}};
     const char *name = argv[0];
     int nargs = argc - 1;
     size_t i = 0;
@@ -116,7 +134,28 @@ static cJSON *build_request(int argc, char **argv)
     return req;
 }
 
-static void print_human(const char *cmd, const cJSON *res)
+/* The options that belong to one command: given with another, a usage error. */
+static int check_opts(const struct opts *o, const char *cmd)
+{
+    bool history = strcmp(cmd, "history") == 0, why = strcmp(cmd, "why") == 0;
+    const char *bad = !history && o->format != FORMAT_HUMAN ? "--format"
+                      : !history && o->since                ? "--since"
+                      : !why && o->ascii                    ? "--ascii"
+                      : !why && o->file                     ? "--file"
+                                                            : NULL;
+    if (bad) {
+        fprintf(stderr, "corralctl: %s is for '%s' only\n", bad,
+                strcmp(bad, "--format") == 0 || strcmp(bad, "--since") == 0 ? "history" : "why");
+        return -1;
+    }
+    if (o->json && o->format != FORMAT_HUMAN) {
+        fprintf(stderr, "corralctl: --json and --format: choose one\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void print_human(const struct opts *o, const char *cmd, const cJSON *res)
 {
     struct ctl_style st = ctl_style_for(stdout);
     const cJSON *v;
@@ -129,7 +168,13 @@ static void print_human(const char *cmd, const cJSON *res)
     } else if (strcmp(cmd, "worker") == 0) {
         ctl_print_worker(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "worker"));
     } else if (strcmp(cmd, "history") == 0) {
-        ctl_print_history(stdout, &st, cJSON_GetObjectItemCaseSensitive(res, "history"));
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(res, "history");
+        if (o->format == FORMAT_NDJSON)
+            ctl_print_history_ndjson(stdout, h);
+        else if (o->format == FORMAT_CSV)
+            ctl_print_history_csv(stdout, h);
+        else
+            ctl_print_history(stdout, &st, h);
     } else if (strcmp(cmd, "metrics") == 0) {
         fputs(ctl_str(res, "metrics"), stdout);
     } else if (strcmp(cmd, "ping") == 0) {
@@ -216,6 +261,127 @@ static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJS
     return EXIT_REFUSED;
 }
 
+static void why_show(const struct opts *o, const cJSON *pm)
+{
+    if (o->json) {
+        char *s = cJSON_PrintUnformatted(pm);
+        printf("%s\n", s ? s : "null");
+        free(s);
+        return;
+    }
+    struct ctl_why_opts wo = {.style = ctl_style_for(stdout),
+                              .unicode = !o->ascii && ctl_locale_utf8(),
+                              .width = ctl_width_for(stdout)};
+    ctl_print_why(stdout, &wo, pm);
+}
+
+/* A saved document, whole (at most 256 MiB), NUL-terminated; NULL with
+ * errno set. */
+static char *slurp(const char *path, size_t *ret_len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap + 1);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len == cap) {
+            char *b = cap < (256u << 20) ? realloc(buf, cap * 2 + 1) : NULL;
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                errno = EFBIG;
+                break;
+            }
+            buf = b, cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+        errno = EIO;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (buf)
+        buf[len] = '\0', *ret_len = len;
+    return buf;
+}
+
+/* `why`: the newest death of the worker (else the pid) `arg` names, or the
+ * newest of all; corrald filters (docs/control-protocol.md, `history`). */
+static int run_why(const struct opts *o, const char *arg)
+{
+    long match = arg ? int_arg(arg) : 0;
+    if (arg && match <= 0) {
+        fprintf(stderr, "corralctl: why: '%s' is not a worker id or a pid\n", arg);
+        return EXIT_USAGE;
+    }
+    char err[160] = "";
+    if (o->file) {
+        size_t len;
+        char *text = slurp(o->file, &len);
+        if (!text) {
+            fprintf(stderr, "corralctl: --file %s: %s\n", o->file, strerror(errno));
+            return EXIT_USAGE;
+        }
+        cJSON *pm = ctl_why_pick(text, len, match, err, sizeof(err));
+        free(text);
+        if (!pm) {
+            fprintf(stderr, "corralctl: --file %s: %s\n", o->file, err);
+            return EXIT_REFUSED;
+        }
+        why_show(o, pm);
+        cJSON_Delete(pm);
+        return 0;
+    }
+    struct ctl_conn c;
+    int r = ctl_connect(&c, o->socket);
+    if (r < 0) {
+        fprintf(stderr, "corralctl: cannot connect to %s: %s\n", o->socket, strerror(-r));
+        return EXIT_CONNECT;
+    }
+    int code = 0;
+    cJSON *found = NULL;
+    /* A worker id is at most 2^30 (the protocol's bound); a pid may be more. */
+    static const char *const keys[] = {"worker", "pid"};
+    for (int k = match ? 0 : 1; k < 2 && !found && !code; k++) {
+        if (k == 0 && match > (1l << 30))
+            continue;
+        cJSON *req = cJSON_CreateObject(), *res = NULL;
+        cJSON_AddStringToObject(req, "cmd", "history");
+        cJSON_AddNumberToObject(req, "n", 1);
+        if (match)
+            cJSON_AddNumberToObject(req, keys[k], (double)match);
+        char *raw = NULL;
+        r = ctl_call(&c, req, o->timeout_ms, &res, &raw);
+        cJSON_Delete(req);
+        if (r < 0) {
+            fprintf(stderr, "corralctl: no answer from corrald: %s\n", strerror(-r));
+            code = EXIT_CONNECT;
+        } else if (!(code = check(res))) {
+            cJSON *h = cJSON_GetObjectItemCaseSensitive(res, "history");
+            if (cJSON_GetArraySize(h) > 0)
+                found = cJSON_DetachItemFromArray(h, 0);
+        }
+        cJSON_Delete(res);
+    }
+    ctl_close(&c);
+    if (!code && !found) {
+        if (match)
+            fprintf(stderr, "corralctl: no death of worker or pid %ld on record\n", match);
+        else
+            fprintf(stderr, "corralctl: no death on record\n");
+        code = EXIT_REFUSED;
+    }
+    if (found)
+        why_show(o, found);
+    cJSON_Delete(found);
+    return code;
+}
+
 static int run(const struct opts *o, const char *cmd, cJSON *req)
 {
     struct ctl_conn c;
@@ -250,7 +416,7 @@ static int run(const struct opts *o, const char *cmd, cJSON *req)
     if (o->json)
         printf("%s\n", raw);
     if (!code && !o->json)
-        print_human(cmd, res);
+        print_human(o, cmd, res);
     if (!code && strcmp(cmd, "events") == 0)
         code = follow_events(&c, o);
     cJSON_Delete(res);
@@ -263,10 +429,12 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},    {"socket", required_argument, NULL, 's'},
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'}, {"format", required_argument, NULL, 'f'},
+        {"since", required_argument, NULL, 'S'}, {"ascii", no_argument, NULL, 'A'},
+        {"file", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0}};
     struct opts o = {.socket = NULL, .json = false, .timeout_ms = 10000};
     int ch;
-    while ((ch = getopt_long(argc, argv, "js:t:hV", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "js:t:hVf:", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j': o.json = true; break;
         case 's': o.socket = optarg; break;
@@ -285,6 +453,33 @@ int main(int argc, char **argv)
             o.timeout_ms = (int)ms;
             break;
         }
+        case 'f':
+            if (strcmp(optarg, "human") == 0)
+                o.format = FORMAT_HUMAN;
+            else if (strcmp(optarg, "ndjson") == 0)
+                o.format = FORMAT_NDJSON;
+            else if (strcmp(optarg, "csv") == 0)
+                o.format = FORMAT_CSV;
+            else {
+                fprintf(stderr, "corralctl: --format: '%s' is not human, ndjson or csv\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'S': {
+            char err[200];
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+            if (ctl_parse_since(optarg, now_ms, &o.since_ms, err, sizeof(err)) < 0) {
+                fprintf(stderr, "corralctl: %s\n", err);
+                return EXIT_USAGE;
+            }
+            o.since = optarg;
+            break;
+        }
+        case 'A': o.ascii = true; break;
+        case 'F': o.file = optarg; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("corralctl %s\n", CR_VERSION); return 0;
         default: usage(stderr); return EXIT_USAGE;
@@ -299,6 +494,17 @@ int main(int argc, char **argv)
     cJSON *req = build_request(argc - optind, argv + optind);
     if (!req)
         return EXIT_USAGE;
+    if (check_opts(&o, argv[optind]) < 0) {
+        cJSON_Delete(req);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[optind], "why") == 0) {
+        cJSON_Delete(req);
+        return run_why(&o, optind + 1 < argc ? argv[optind + 1] : NULL);
+    }
+    /* Filtered by corrald: a record is up to ~12 KiB of JSON. */
+    if (o.since)
+        cJSON_AddNumberToObject(req, "since_ms", (double)o.since_ms);
     int code = run(&o, argv[optind], req);
     cJSON_Delete(req);
     return code;

@@ -1,6 +1,8 @@
 /* Human renderings of the control protocol's objects. */
 #include "render.h"
 
+#include "when.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +277,67 @@ void ctl_print_history(FILE *f, const struct ctl_style *st, const cJSON *history
         fprintf(f, "%-8s  %6.0f  %7.0f %4.0f  %-7s  %s%-18s%s  %s\n", when,
                 ctl_num(p, "worker_id"), ctl_num(p, "pid"), ctl_num(p, "generation"), up,
                 c(st, RED), ctl_str(p, "category"), rs(st), ctl_str(p, "reason"));
+    }
+}
+
+void ctl_print_history_ndjson(FILE *f, const cJSON *history)
+{
+    const cJSON *p;
+    cJSON_ArrayForEach(p, history)
+    {
+        char *s = cJSON_PrintUnformatted(p);
+        if (s)
+            fprintf(f, "%s\n", s);
+        free(s);
+    }
+}
+
+/* One CSV field: as it is, or quoted with its quotes doubled. */
+static void csv_field(FILE *f, const char *s)
+{
+    if (!s[strcspn(s, ",\"\r\n")]) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* A number field, or an empty one when o[k] is null or absent. */
+static void csv_num(FILE *f, const cJSON *o, const char *k)
+{
+    fputc(',', f);
+    if (ctl_known(o, k))
+        fprintf(f, "%.0f", ctl_num(o, k));
+}
+
+void ctl_print_history_csv(FILE *f, const cJSON *history)
+{
+    fputs(CTL_HISTORY_CSV_HEADER "\r\n", f);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, history)
+    {
+        char when[40];
+        fputs(ctl_fmt_iso_utc((int64_t)ctl_num(p, "end_ms"), when, sizeof(when)), f);
+        csv_num(f, p, "worker_id");
+        csv_num(f, p, "pid");
+        csv_num(f, p, "generation");
+        fputc(',', f);
+        csv_field(f, ctl_str(p, "category"));
+        csv_num(f, p, "shell_status");
+        csv_num(f, p, "uptime_ms");
+        csv_num(f, p, "rss_bytes");
+        csv_num(f, p, "cg_usage_bytes");
+        csv_num(f, p, "heap_used_bytes");
+        csv_num(f, p, "heap_limit_bytes");
+        fputc(',', f);
+        csv_field(f, ctl_str(p, "reason"));
+        fputs("\r\n", f);
     }
 }
 

@@ -29,6 +29,16 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *sup)
 void ctl_print_workers(FILE *f, const struct ctl_style *st, const cJSON *workers);
 void ctl_print_worker(FILE *f, const struct ctl_style *st, const cJSON *worker);
 void ctl_print_history(FILE *f, const struct ctl_style *st, const cJSON *history);
+/* For scripts: one record per line, compact JSON as corrald sent it. */
+void ctl_print_history_ndjson(FILE *f, const cJSON *history);
+/* For scripts: CSV (RFC 4180: CRLF line ends; a field with a comma, a
+ * quote, CR or LF quoted, its quotes doubled), a header line and one row
+ * per record: CTL_HISTORY_CSV_HEADER; time is the end, ISO 8601 in UTC;
+ * a figure corrald did not know is an empty field. */
+#define CTL_HISTORY_CSV_HEADER                                                                   \
+    "time,worker,pid,generation,category,shell_status,uptime_ms,rss_bytes,cg_usage_bytes,"      \
+    "heap_used_bytes,heap_limit_bytes,reason"
+void ctl_print_history_csv(FILE *f, const cJSON *history);
 void ctl_print_event(FILE *f, const struct ctl_style *st, const cJSON *event);
 
 /* Small accessors (0 / "" when absent or of another type). */

@@ -79,6 +79,7 @@ int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct 
     if (cr_trend_analyze_ring(m->samples, &tp, in->cg_limit, &t) < 0 || t.verdict == m->verdict)
         return 0;
     m->verdict = t.verdict;
+    m->verdict_at = in->now;
     cr_trend_format(&t, m->verdict_text, sizeof(m->verdict_text));
     return 1;
 }

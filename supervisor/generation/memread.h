@@ -17,6 +17,7 @@ struct cr_mem {
     unsigned round;                /* the memory watch's last round that looked at it */
     uint64_t rss, cg_usage;        /* the last readings that succeeded; 0 = none yet */
     enum cr_trend_verdict verdict;
+    uint64_t verdict_at; /* loop ms of the sample that gave it; 0 = none yet */
     char verdict_text[256];
     unsigned soft_over;       /* consecutive samples above the soft limit */
     uint64_t soft_crossed_at; /* loop ms when usage first crossed it */

@@ -286,6 +286,11 @@ void cr_reaper_scan(struct cr_reaper *r)
             queue_reap(g->proc);
             return;
         }
+        /* A child libuv reaps: it will, on this same SIGCHLD; whatever
+         * lies behind its zombie is scanned once it has (foreign_del). */
+        for (unsigned i = 0; i < r->nforeign; i++)
+            if (r->foreign[i] == si.si_pid)
+                return;
         /* An orphan of some worker, re-parented to corrald (a subreaper,
          * or PID 1 in a container): nobody else will ever reap it. */
         pid_t orphan = si.si_pid;
@@ -293,6 +298,24 @@ void cr_reaper_scan(struct cr_reaper *r)
             return;
         r->orphans++;
     }
+}
+
+int cr_reaper_foreign_add(struct cr_reaper *r, pid_t pid)
+{
+    if (r->nforeign == CR_REAPER_FOREIGN_MAX)
+        return -ENOSPC;
+    r->foreign[r->nforeign++] = pid;
+    return 0;
+}
+
+void cr_reaper_foreign_del(struct cr_reaper *r, pid_t pid)
+{
+    for (unsigned i = 0; i < r->nforeign; i++)
+        if (r->foreign[i] == pid) {
+            r->foreign[i] = r->foreign[--r->nforeign];
+            cr_reaper_scan(r);
+            return;
+        }
 }
 
 /* A live process whose pid a message names is not exiting (a stale message

@@ -15,6 +15,13 @@ struct cr_taskstats_exit;
 
 struct cr_proc;
 
+/* Children corrald starts for itself with libuv's uv_spawn (the --on-death
+ * program, ondeath.h) are libuv's to reap: its own SIGCHLD handler waits
+ * for each of its processes by pid, and a child reaped by anyone else is
+ * never reported (libuv 1.44 skips the ECHILD), leaving its exit callback
+ * uncalled forever. The orphan scan leaves these alone. */
+#define CR_REAPER_FOREIGN_MAX 64
+
 struct cr_reaper {
     uv_loop_t *loop;
     const struct cr_gen_sink *sink;
@@ -22,6 +29,9 @@ struct cr_reaper {
     struct cr_proc *head, *tail; /* exits noticed, not reaped yet */
     uv_idle_t turn;              /* runs while the queue is not empty */
     unsigned long orphans;       /* re-parented descendants of workers, reaped */
+    /* Children started through libuv (cr_reaper_foreign_add), unordered. */
+    pid_t foreign[CR_REAPER_FOREIGN_MAX];
+    unsigned nforeign;
 };
 
 /* Ready to watch processes on loop; what it learns goes to sink. */
@@ -52,6 +62,13 @@ struct cr_gen *cr_reaper_first(const struct cr_reaper *r, bool (*fn)(struct cr_g
  * path as its pidfd, anything else as an orphan re-parented to corrald (a
  * child subreaper, and PID 1 in a container). Call on SIGCHLD. */
 void cr_reaper_scan(struct cr_reaper *r);
+/* pid is a child libuv reaps: the scan stops at its zombie instead of
+ * reaping it. Register it before the loop runs again (SIGCHLD is only
+ * handled there). -ENOSPC past CR_REAPER_FOREIGN_MAX. */
+int cr_reaper_foreign_add(struct cr_reaper *r, pid_t pid);
+/* libuv has reaped pid: forgotten, and the scan runs again for whatever
+ * exited behind its zombie meanwhile. */
+void cr_reaper_foreign_del(struct cr_reaper *r, pid_t pid);
 /* A taskstats exit message (exitnotice.h): the generation whose process
  * it ends, if any, gets an exit notice. A message of a main thread alone is
  * taken as its process's end only when /proc shows no other thread (a

@@ -99,5 +99,8 @@ struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
     cr_postmortem_set_death(pm, &res);
     cr_postmortem_set_stderr(pm, tail, tail_len);
     fill_traces(pm, g, tail, tail_len);
+    /* The ring is this generation's until the next spawn resets it. */
+    cr_postmortem_set_series(pm, g->mem.samples, now_ms);
+    cr_postmortem_set_verdict(pm, g->mem.verdict, g->mem.verdict_at, g->mem.verdict_text, now_ms);
     return pm;
 }

@@ -16,6 +16,7 @@
 struct cr_config;
 struct cr_control;
 struct cr_supervisor;
+struct cr_ondeath;
 
 #define CR_CONTROL_MAX_LINE (64 * 1024)
 #define CR_CONTROL_MAX_OUTPUT (4u << 20) /* queued bytes before a client is dropped */
@@ -43,6 +44,8 @@ struct cr_control_core {
     /* How deaths are noticed before the reap, for `status` (exitwatch.h). */
     const char *(*exit_notice)(const void *ctx);
     const void *exit_notice_ctx;
+    /* The --on-death runner, for `status`. */
+    const struct cr_ondeath *on_death;
     /* The metrics listener's bound address ("" = none), for `status`. */
     char metrics_addr[80];
 };

@@ -22,7 +22,8 @@ static cJSON *op_status(void *ctx)
 {
     const struct cr_control_core *cc = ctx;
     struct cr_status_extra x = {.exit_notice = cc->exit_notice(cc->exit_notice_ctx),
-                                .metrics_addr = cc->metrics_addr[0] ? cc->metrics_addr : NULL};
+                                .metrics_addr = cc->metrics_addr[0] ? cc->metrics_addr : NULL,
+                                .on_death = cc->on_death};
     return cr_status_json(cc->sup, &x);
 }
 
@@ -45,10 +46,9 @@ static size_t op_history_len(void *ctx)
     return cr_history_len(cr_supervisor_history(sup_of(ctx)));
 }
 
-static cJSON *op_history(void *ctx, size_t i)
+static const struct cr_postmortem *op_history(void *ctx, size_t i)
 {
-    const struct cr_postmortem *pm = cr_history_get(cr_supervisor_history(sup_of(ctx)), i);
-    return pm ? cr_postmortem_to_json(pm) : NULL;
+    return cr_history_get(cr_supervisor_history(sup_of(ctx)), i);
 }
 
 static int op_scale(void *ctx, unsigned n)

@@ -59,6 +59,12 @@ static bool is_list(const struct cr_opt *o)
     return o->type == OPT_ENV || o->type == OPT_NAMES;
 }
 
+/* An option held as a char * of its own. */
+static bool is_string(const struct cr_opt *o)
+{
+    return o->type == OPT_STR || o->type == OPT_LEVEL || o->type == OPT_PROG;
+}
+
 static void free_list(char ***p)
 {
     for (size_t i = 0; *p && (*p)[i]; i++)
@@ -70,7 +76,7 @@ static void free_list(char ***p)
 void cr_config_done(struct cr_config *cfg)
 {
     for (size_t i = 0; i < cr_noptions; i++)
-        if (cr_options[i].type == OPT_STR || cr_options[i].type == OPT_LEVEL) {
+        if (is_string(&cr_options[i])) {
             char **p = (char **)((char *)cfg + cr_options[i].offset);
             free(*p);
             *p = NULL;
@@ -278,6 +284,18 @@ static int set_value(struct cr_config *cfg, const struct cr_opt *o, const char *
         cfg->memory_soft_pct = 0;
         return 0;
     }
+    case OPT_PROG:
+        /* Run by execve, no shell and no PATH search: a path that means
+         * one file whatever corrald's working directory. */
+        if (!value[0] || strcmp(value, "none") == 0) {
+            free(*(char **)field);
+            *(char **)field = NULL;
+            return 0;
+        }
+        if (value[0] != '/')
+            return fail(err, errlen, "--%s: '%s' is not an absolute path (or none)", o->name,
+                        value);
+        /* fall through */
     case OPT_STR:
     case OPT_LEVEL: {
         if (o->type == OPT_LEVEL) {
@@ -533,7 +551,7 @@ int cr_config_set(struct cr_config *cfg, const char *key, const char *value, boo
     if (live_only && !o->live)
         return fail(err, errlen, "'%s' cannot be changed at run time", key);
     /* Strings take part in no cross-field rule: set them in place. */
-    if (o->type == OPT_STR || o->type == OPT_LEVEL)
+    if (is_string(o))
         return set_given(cfg, o, value, err, errlen);
     /* Everything else is validated as a whole on a copy before it counts;
      * the copy shares cfg's strings, which set_value leaves alone here. */
@@ -685,6 +703,7 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
             break;
         case OPT_STR:
         case OPT_LEVEL:
+        case OPT_PROG:
             if (*(char *const *)field)
                 cJSON_AddStringToObject(obj, o->name, *(char *const *)field);
             else

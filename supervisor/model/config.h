@@ -53,6 +53,9 @@ struct cr_config {
     uint64_t stop_delay_ms;    /* lame duck: serve this long after SIGTERM, /readyz failing */
     unsigned ready_min;        /* /readyz: workers ready; 0 = every worker asked for */
     char *termination_log;     /* NULL = /dev/termination-log where it exists; "none" = off */
+    char *on_death;            /* run after each death (ondeath.h); NULL = none */
+    uint64_t on_death_timeout_ms; /* ... SIGKILLed (with its process group) after this */
+    unsigned on_death_parallel;   /* ... at most this many at once */
     uint64_t watchdog_ms;      /* silence after which a worker is "blocked"; 0 = off */
     uint64_t hang_timeout_ms;  /* silence after which it is killed; 0 = never */
     uint64_t stack_timeout_ms; /* the wait for a hung worker's stack before its kill; 0 = none */

@@ -18,6 +18,7 @@ enum opt_type {
     OPT_MS,      /* uint64_t milliseconds; bare numbers are seconds */
     OPT_MS_MS,   /* uint64_t milliseconds; bare numbers are milliseconds */
     OPT_STR,     /* char * */
+    OPT_PROG,    /* char *: a program's absolute path; "none" (or "") sets NULL */
     OPT_BOOL,    /* bool flag */
     OPT_BALANCE, /* enum cr_balance */
     OPT_LEVEL,   /* log level name */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history.h"
+
 /* ---- UTF-8 ---- */
 
 /* Every invalid byte of s[0..n) becomes '?', in place. */
@@ -321,22 +323,52 @@ static cJSON *cmd_worker(struct req *r)
     return NULL;
 }
 
+/* The newest `n` records (all by default) that match every filter given:
+ * `since_ms` (ended at or after that wall-clock time), `worker`, `pid`.
+ * Filtered here, before rendering: a record is up to ~12 KiB of JSON, and
+ * `corralctl why` asks for one among hundreds. Every record is looked at
+ * (the wall clock may step back, so end_ms need not fall with the index). */
 static cJSON *cmd_history(struct req *r)
 {
-    size_t n = r->ops->history_len(r->ctx);
+    size_t len = r->ops->history_len(r->ctx), want = SIZE_MAX;
     const cJSON *v = arg(r, "n");
     if (v) {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e6)
             return cr_control_error(CR_E_BAD_ARGUMENT, "'n' must be a count from 0");
-        if ((size_t)v->valuedouble < n)
-            n = (size_t)v->valuedouble;
+        want = (size_t)v->valuedouble;
+    }
+    double since = -1;
+    if ((v = arg(r, "since_ms"))) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9e15)
+            return cr_control_error(CR_E_BAD_ARGUMENT,
+                                    "'since_ms' must be a Unix time in milliseconds");
+        since = v->valuedouble;
+    }
+    int worker = 0, pid = 0;
+    cJSON *err = NULL;
+    if (arg(r, "worker") && worker_arg(r, "worker", &worker, &err) < 0)
+        return err;
+    if ((v = arg(r, "pid"))) {
+        if (!int_in(v, 1, 0x7fffffff))
+            return cr_control_error(CR_E_BAD_ARGUMENT, "'pid' must be a positive integer");
+        pid = v->valueint;
     }
     cJSON *h = cJSON_AddArrayToObject(r->out, "history");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *rec = r->ops->history(r->ctx, i);
+    if (!h)
+        return oom();
+    size_t got = 0;
+    for (size_t i = 0; i < len && got < want; i++) {
+        const struct cr_postmortem *pm = r->ops->history(r->ctx, i);
+        if (!pm)
+            return cr_control_error(CR_E_INTERNAL, "death record %zu is missing", i);
+        if ((since >= 0 && (double)pm->end_ms < since) ||
+            (worker && pm->worker_id != (unsigned)worker) || (pid && pm->pid != pid))
+            continue;
+        cJSON *rec = cr_postmortem_to_json(pm);
         if (!rec)
             return oom();
         cJSON_AddItemToArray(h, rec);
+        got++;
     }
     return NULL;
 }

@@ -12,6 +12,8 @@
 
 #include "utf8.h" /* cr_utf8_valid_prefix, for the tests and fuzzers */
 
+struct cr_postmortem;
+
 /* Error codes, fixed: see docs/control-protocol.md. */
 #define CR_E_BAD_JSON        "bad-json"
 #define CR_E_BAD_REQUEST     "bad-request"
@@ -35,8 +37,10 @@ struct cr_ctl_ops {
     cJSON *(*status)(void *ctx);                   /* {"supervisor":{…},"workers":[…]} */
     cJSON *(*workers)(void *ctx);                  /* [worker, …] */
     int (*worker)(void *ctx, int id, cJSON **ret); /* -ENOENT or one worker object */
-    size_t (*history_len)(void *ctx);              /* death records kept */
-    cJSON *(*history)(void *ctx, size_t i);        /* record i, 0 = newest */
+    size_t (*history_len)(void *ctx); /* death records kept */
+    /* Record i, 0 = newest (NULL: answered `internal`); the dispatcher
+     * filters and renders it (history.h). */
+    const struct cr_postmortem *(*history)(void *ctx, size_t i);
     int (*scale)(void *ctx, unsigned n);
     int (*restart)(void *ctx, int id); /* id 0 = every worker */
     int (*reload)(void *ctx);

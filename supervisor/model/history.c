@@ -61,6 +61,79 @@ void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t 
     pm->stderr_len = len;
 }
 
+/* A byte figure as the series keeps it: KiB, rounded up (the ring's own
+ * unit), never the unknown mark. */
+static uint32_t series_kib(uint64_t bytes)
+{
+    uint64_t k = (bytes + 1023) / 1024;
+    return k >= CR_POSTMORTEM_UNKNOWN ? CR_POSTMORTEM_UNKNOWN - 1 : (uint32_t)k;
+}
+
+/* The larger of a point's figure and a reading, an unknown figure being
+ * smaller than any reading. */
+static void series_max(uint32_t *have, bool known, uint64_t bytes)
+{
+    if (!known)
+        return;
+    uint32_t k = series_kib(bytes);
+    if (*have == CR_POSTMORTEM_UNKNOWN || k > *have)
+        *have = k;
+}
+
+void cr_postmortem_set_series(struct cr_postmortem *pm, const struct cr_trend_ring *ring,
+                              uint64_t death_ms)
+{
+    if (!pm)
+        return;
+    pm->series_len = 0;
+    size_t n = cr_trend_ring_len(ring);
+    long last_second = -1;
+    for (size_t i = 0; i < n; i++) {
+        struct cr_sample s;
+        if (cr_trend_ring_get(ring, i, &s) < 0)
+            break;
+        uint64_t age = s.t_ms < death_ms ? death_ms - s.t_ms : 0;
+        if (age >= CR_POSTMORTEM_SERIES_MS)
+            continue;
+        /* Whole seconds before the death: 0 is the last one. The samples
+         * come oldest first, so a second is done once a newer one starts. */
+        long second = (long)(age / 1000);
+        struct cr_postmortem_point *p = &pm->series[pm->series_len ? pm->series_len - 1 : 0];
+        if (second != last_second) {
+            if (pm->series_len == CR_POSTMORTEM_SERIES_MAX)
+                break; /* cannot happen: 60 seconds, 60 points */
+            p = &pm->series[pm->series_len++];
+            *p = (struct cr_postmortem_point){
+                .rss_kib = CR_POSTMORTEM_UNKNOWN,
+                .heap_used_kib = CR_POSTMORTEM_UNKNOWN,
+                .external_kib = CR_POSTMORTEM_UNKNOWN,
+                .cg_usage_kib = CR_POSTMORTEM_UNKNOWN,
+            };
+            last_second = second;
+        }
+        p->t_ms = -(int32_t)age;
+        series_max(&p->rss_kib, s.rss > 0, s.rss);
+        /* A worker that reports no heap has none to show: null, not 0. */
+        bool heap = s.heap_reported || s.heap_used > 0;
+        series_max(&p->heap_used_kib, heap, s.heap_used);
+        series_max(&p->external_kib, heap, s.external);
+        /* 0: no cgroup reading (no group of its own). */
+        series_max(&p->cg_usage_kib, s.cg_usage > 0, s.cg_usage);
+    }
+}
+
+void cr_postmortem_set_verdict(struct cr_postmortem *pm, enum cr_trend_verdict v, uint64_t at_ms,
+                               const char *detail, uint64_t death_ms)
+{
+    if (!pm)
+        return;
+    pm->verdict = (unsigned)v < _CR_TREND_VERDICT_MAX ? v : CR_TREND_UNKNOWN;
+    pm->verdict_since_ms = !at_ms              ? INT64_MIN
+                           : at_ms >= death_ms ? 0
+                                               : -(int64_t)(death_ms - at_ms);
+    snprintf(pm->verdict_detail, sizeof(pm->verdict_detail), "%s", detail ? detail : "");
+}
+
 /* A NUL-terminated, valid UTF-8 copy of buf; caller frees. */
 static char *utf8_clean(const char *buf, size_t len)
 {
@@ -210,6 +283,44 @@ static bool add_stack(cJSON *o, const struct cr_postmortem *pm)
     return ok;
 }
 
+/* A series figure in bytes, or null. */
+static bool add_kib(cJSON *o, const char *k, uint32_t kib)
+{
+    if (kib == CR_POSTMORTEM_UNKNOWN)
+        return cJSON_AddNullToObject(o, k) != NULL;
+    return add_num(o, k, (double)kib * 1024);
+}
+
+static bool add_verdict(cJSON *o, const struct cr_postmortem *pm)
+{
+    const char *v = cr_trend_verdict_to_string(pm->verdict);
+    return cJSON_AddStringToObject(o, "memory_verdict", v ? v : "unknown") &&
+           (pm->verdict_since_ms == INT64_MIN
+                ? cJSON_AddNullToObject(o, "memory_verdict_since_ms") != NULL
+                : add_num(o, "memory_verdict_since_ms", (double)pm->verdict_since_ms)) &&
+           cJSON_AddStringToObject(o, "memory_verdict_detail", pm->verdict_detail);
+}
+
+static bool add_series(cJSON *o, const struct cr_postmortem *pm)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, "memory_series");
+    if (!a)
+        return false;
+    for (size_t i = 0; i < pm->series_len && i < CR_POSTMORTEM_SERIES_MAX; i++) {
+        const struct cr_postmortem_point *p = &pm->series[i];
+        cJSON *pt = cJSON_CreateObject();
+        if (!pt)
+            return false;
+        cJSON_AddItemToArray(a, pt); /* a's now: freed with the record on failure */
+        if (!add_num(pt, "t_ms", p->t_ms) || !add_kib(pt, "rss_bytes", p->rss_kib) ||
+            !add_kib(pt, "heap_used_bytes", p->heap_used_kib) ||
+            !add_kib(pt, "external_bytes", p->external_kib) ||
+            !add_kib(pt, "cg_usage_bytes", p->cg_usage_kib))
+            return false;
+    }
+    return true;
+}
+
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
 {
     cJSON *o;
@@ -223,7 +334,7 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
          add_num(o, "start_ms", (double)pm->start_ms) &&
          add_num(o, "end_ms", (double)pm->end_ms) &&
          add_num(o, "uptime_ms", (double)pm->uptime_ms) && add_status(o, pm) &&
-         add_memory(o, pm) && add_stack(o, pm);
+         add_memory(o, pm) && add_verdict(o, pm) && add_series(o, pm) && add_stack(o, pm);
     cJSON *req = ok ? cr_request_seen_to_json(&pm->request) : NULL;
     ok = req && cJSON_AddItemToObject(o, "request", req);
     if (req && !ok)

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "death.h"
+#include "trend.h"
 #include "wpage.h"
 
 /* memory.stat at death (the fields corral reports; 0 = not read). Plain
@@ -49,6 +50,26 @@ cJSON *cr_request_seen_to_json(const struct cr_request_seen *r);
 /* The most of a stack a post-mortem keeps (a worker page holds twice that;
  * the ring keeps CR_HISTORY_DEFAULT_CAPACITY records). */
 #define CR_POSTMORTEM_STACK_MAX 8192
+
+/* The last minute of memory before a death, from corrald's samples of the
+ * worker (the trend ring, memread.c): at most one point per second of the
+ * CR_POSTMORTEM_SERIES_MS before the death, each the largest reading of
+ * each figure among that second's samples (the peaks are what meets a
+ * limit), stamped with the time of its newest sample. A second without a
+ * sample has no point (a calm worker is sampled every eighth period, 2 s
+ * by default). Sizes in KiB as the ring keeps them, 20 bytes a point:
+ * 1.2 KiB a record. */
+#define CR_POSTMORTEM_SERIES_MAX 60
+#define CR_POSTMORTEM_SERIES_MS  60000
+#define CR_POSTMORTEM_UNKNOWN    UINT32_MAX /* a figure not known: null, never 0 */
+
+struct cr_postmortem_point {
+    int32_t t_ms;           /* relative to the death: -59999 .. 0 */
+    uint32_t rss_kib;       /* corrald's reading; CR_POSTMORTEM_UNKNOWN: none */
+    uint32_t heap_used_kib; /* the worker's report; unknown while it reports no heap */
+    uint32_t external_kib;  /* the worker's report; unknown likewise */
+    uint32_t cg_usage_kib;  /* its own group's usage; unknown without one */
+};
 
 struct cr_postmortem {
     unsigned worker_id;
@@ -102,6 +123,17 @@ struct cr_postmortem {
     size_t stack_len;
     char stack[CR_POSTMORTEM_STACK_MAX]; /* NUL-terminated when stack_len > 0 */
 
+    /* The memory trend's last verdict (trend.h), the time it was reached
+     * relative to the death (INT64_MIN: never: "unknown" from the start)
+     * and the numbers behind it then (cr_trend_format; "" with none). */
+    enum cr_trend_verdict verdict;
+    int64_t verdict_since_ms;
+    char verdict_detail[256];
+
+    /* Memory over the last minute, oldest first (cr_postmortem_set_series). */
+    size_t series_len;
+    struct cr_postmortem_point series[CR_POSTMORTEM_SERIES_MAX];
+
     /* The last <= CR_DEATH_STDERR_MAX bytes of stderr, copied (not
      * NUL-terminated; may contain any bytes). */
     size_t stderr_len;
@@ -113,10 +145,26 @@ void cr_postmortem_set_death(struct cr_postmortem *pm, const struct cr_death_res
 /* Copies the last min(len, CR_DEATH_STDERR_MAX) bytes of buf (NULL → empty). */
 void cr_postmortem_set_stderr(struct cr_postmortem *pm, const char *buf, size_t len);
 
+/* The memory series (see struct cr_postmortem_point) from the samples in
+ * ring taken within CR_POSTMORTEM_SERIES_MS before death_ms (the ring's
+ * clock: loop ms); a sample stamped after death_ms counts as at it. NULL
+ * or an empty ring: no points. */
+void cr_postmortem_set_series(struct cr_postmortem *pm, const struct cr_trend_ring *ring,
+                              uint64_t death_ms);
+
+/* The trend's verdict at the death: v, reached at loop time at_ms (0: it
+ * never changed), the numbers behind it; death_ms on the same clock. */
+void cr_postmortem_set_verdict(struct cr_postmortem *pm, enum cr_trend_verdict v, uint64_t at_ms,
+                               const char *detail, uint64_t death_ms);
+
 /* A new cJSON object (caller owns; cJSON_Delete), or NULL when out of
  * memory. Keys are snake_case with units in their names (rss_bytes,
  * uptime_ms, …); an unknown limit is null; the stderr tail is made valid
- * UTF-8 (invalid bytes and NULs become '?'). */
+ * UTF-8 (invalid bytes and NULs become '?'). memory_series is an array of
+ * {"t_ms", "rss_bytes", "heap_used_bytes", "external_bytes",
+ * "cg_usage_bytes"}, oldest first, an unknown figure null; beside it
+ * memory_verdict, memory_verdict_since_ms (null: never reached) and
+ * memory_verdict_detail. */
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
 
 /* One logfmt line (no newline) into buf: key=value pairs, values with
@@ -128,6 +176,13 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
 
 /* ---- the ring ---- */
 
+/* A record is a fixed size, so that the ring is one allocation made at
+ * start-up and never grows: sizeof(struct cr_postmortem) is 15,008 bytes
+ * (the 8 KiB stack, the 4 KiB stderr tail, the 400-byte request, the
+ * 384-byte reason, 1,208 bytes of memory series, the trend's 256-byte
+ * detail, the figures); the default 256 records cost 3.66 MiB, the
+ * maximum 65536 records 938 MiB. test_history.c prints the figure and
+ * bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256
 #define CR_HISTORY_MAX_CAPACITY 65536
 

@@ -12,6 +12,7 @@
 #include "decimal.h"
 #include "events.h"
 #include "history.h"
+#include "ondeath.h"
 #include "listen.h"
 #include "trend.h"
 #include "view.h"
@@ -239,6 +240,22 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     cJSON *d = cJSON_AddObjectToObject(s, "deaths");
     for (int i = 0; i < _CR_DEATH_MAX; i++)
         num(d, cr_death_to_string((enum cr_death)i), v.deaths_by_category[i]);
+    /* The --on-death runs: what is running and waiting, what became of them. */
+    struct cr_ondeath_stats od;
+    cr_ondeath_stats(x ? x->on_death : NULL, &od);
+    cJSON *odj = cJSON_AddObjectToObject(s, "on_death");
+    if (v.config->on_death)
+        str(odj, "program", v.config->on_death);
+    else
+        null(odj, "program");
+    num(odj, "running", od.running);
+    num(odj, "pending", od.pending);
+    num(odj, "started", od.started);
+    num(odj, "succeeded", od.succeeded);
+    num(odj, "failed", od.failed);
+    num(odj, "timed_out", od.timed_out);
+    num(odj, "spawn_failed", od.spawn_failed);
+    num(odj, "dropped", od.dropped);
     cJSON *c = cJSON_AddObjectToObject(s, "config");
     cr_config_to_json(v.config, c);
     cJSON *cmd = cJSON_AddArrayToObject(c, "command");

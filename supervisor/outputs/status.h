@@ -6,6 +6,7 @@ struct cJSON;
 struct cr_supervisor;
 struct cr_worker;
 struct cr_event;
+struct cr_ondeath;
 
 /* New trees (caller owns), NULL when out of memory. */
 /* {"supervisor":{…},"workers":[…]}, the workers as cr_workers_json gives them. */
@@ -14,6 +15,7 @@ struct cr_event;
 struct cr_status_extra {
     const char *exit_notice; /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
     const char *metrics_addr; /* the metrics listener's bound HOST:PORT, or NULL */
+    const struct cr_ondeath *on_death; /* the --on-death runner's counters, or NULL */
 };
 
 struct cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x);

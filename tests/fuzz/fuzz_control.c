@@ -27,6 +27,7 @@
 
 #include "control.h"
 #include "control_cmd.h"
+#include "history.h"
 #include "fixture_sup.h"
 
 #define CHECK(x) ((x) ? (void)0 : abort())
@@ -171,9 +172,18 @@ static size_t f_history_len(void *ctx)
     return pick(ctx, 4);
 }
 
-static cJSON *f_history(void *ctx, size_t i)
+/* A record whose stderr tail holds any bytes (rendered as valid UTF-8). */
+static const struct cr_postmortem *f_history(void *ctx, size_t i)
 {
-    return object(ctx);
+    static struct cr_postmortem pm = {.worker_id = 1,
+                                      .pid = 42,
+                                      .generation = 1,
+                                      .end_ms = 1000,
+                                      .category = CR_DEATH_CRASH,
+                                      .stderr_len = 9,
+                                      .stderr_tail = "bad \xc3\x28 \xff\n"};
+    pm.worker_id = 1 + pick(ctx, 2);
+    return pick(ctx, 8) == 0 ? NULL : &pm;
 }
 
 static int f_scale(void *ctx, unsigned n)

@@ -304,6 +304,132 @@ static void test_logfmt(void **state)
     assert_int_equal(cr_postmortem_format_logfmt(NULL, small, sizeof(small)), -EINVAL);
 }
 
+/* A worker sampled every 250 ms for 90 s (loop ms from 1,000,000): RSS
+ * grows 1 MiB a second, a heap is reported from the 70th second on (the
+ * reading of the middle of each second peaks 5 MiB above the others: the
+ * point keeps the peak), no cgroup for the first 40 s. The death is 100 ms
+ * after the last sample. */
+static void test_series(void **state)
+{
+    struct cr_trend_ring *r;
+    assert_int_equal(cr_trend_ring_new(0, &r), 0); /* 240 samples: the last 60 s */
+    const uint64_t t0 = 1000000;
+    for (uint64_t t = 0; t < 90000; t += 250) {
+        bool peak = t % 1000 == 500;
+        struct cr_sample s = {
+            .t_ms = t0 + t,
+            .rss = 10 * MIB + t / 1000 * MIB + (peak ? 5 * MIB : 0),
+            .cg_usage = t >= 40000 ? 20 * MIB + t / 1000 * MIB : 0,
+            .heap_reported = t >= 70000,
+            .heap_used = t >= 70000 ? 8 * MIB : 0,
+            .external = t >= 70000 ? 3 * MIB + 1 : 0, /* kept to the KiB, rounded up */
+        };
+        assert_int_equal(cr_trend_ring_push(r, &s), 0);
+    }
+    const uint64_t death = t0 + 89750 + 100;
+    struct cr_postmortem pm = pm_make(1, CR_DEATH_OOM_OWN_LIMIT, T0);
+    cr_postmortem_set_series(&pm, r, death);
+    /* The ring holds the last 60 s (240 samples from 30.0 s): the oldest,
+     * at 59.85 s before the death, is the first point's. */
+    assert_int_equal(pm.series_len, 60);
+    assert_int_equal(pm.series[0].t_ms, -59850 + 750); /* its second's newest: 30.75 s */
+    assert_int_equal(pm.series[59].t_ms, -100);
+    for (size_t i = 1; i < pm.series_len; i++)
+        assert_true(pm.series[i].t_ms > pm.series[i - 1].t_ms);
+    /* Each second's peak: 10 MiB + its second's MiB + the 5 MiB spike. */
+    assert_int_equal(pm.series[0].rss_kib, (10 + 30 + 5) * 1024);
+    assert_int_equal(pm.series[59].rss_kib, (10 + 89 + 5) * 1024);
+    /* No heap before the 70th second: null there, never 0. */
+    const struct cr_postmortem_point *p40 = &pm.series[10]; /* samples 40.0 .. 40.75 s */
+    assert_int_equal(p40->t_ms, -(int32_t)(death - (t0 + 40750)));
+    assert_int_equal(p40->heap_used_kib, CR_POSTMORTEM_UNKNOWN);
+    assert_int_equal(p40->external_kib, CR_POSTMORTEM_UNKNOWN);
+    assert_int_equal(p40->cg_usage_kib, (20 + 40) * 1024);
+    assert_int_equal(pm.series[9].cg_usage_kib, CR_POSTMORTEM_UNKNOWN); /* 39 s: none */
+    assert_int_equal(pm.series[40].heap_used_kib, 8 * 1024);
+    assert_int_equal(pm.series[40].external_kib, 3 * 1024 + 1);
+    assert_int_equal(pm.series[39].heap_used_kib, CR_POSTMORTEM_UNKNOWN);
+
+    /* Its JSON: bytes, null for the unknown, oldest first. */
+    cJSON *o = cr_postmortem_to_json(&pm);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "memory_series");
+    assert_int_equal(cJSON_GetArraySize(a), 60);
+    const cJSON *first = cJSON_GetArrayItem(a, 0), *last = cJSON_GetArrayItem(a, 59);
+    assert_int_equal(num(first, "t_ms"), -59100);
+    assert_int_equal(num(first, "rss_bytes"), 45 * MIB);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(first, "heap_used_bytes")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(first, "external_bytes")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(first, "cg_usage_bytes")));
+    assert_int_equal(num(last, "heap_used_bytes"), 8 * MIB);
+    assert_int_equal(num(last, "external_bytes"), 3 * MIB + 1024);
+    assert_int_equal(num(last, "cg_usage_bytes"), (20 + 89) * MIB);
+    assert_int_equal(cJSON_GetArraySize(last), 5);
+    cJSON_Delete(o);
+
+    /* A calm worker, sampled every 2 s: one point per sample. */
+    cr_trend_ring_clear(r);
+    for (uint64_t t = 0; t < 120000; t += 2000) {
+        struct cr_sample s = {.t_ms = t0 + t, .rss = 7 * MIB};
+        assert_int_equal(cr_trend_ring_push(r, &s), 0);
+    }
+    cr_postmortem_set_series(&pm, r, t0 + 118000);
+    assert_int_equal(pm.series_len, 30);
+    assert_int_equal(pm.series[0].t_ms, -58000);
+    assert_int_equal(pm.series[29].t_ms, 0);
+
+    /* Samples older than the minute are left out; none at all: no points. */
+    cr_postmortem_set_series(&pm, r, t0 + 118000 + 61000);
+    assert_int_equal(pm.series_len, 0);
+    cr_postmortem_set_series(&pm, NULL, death);
+    assert_int_equal(pm.series_len, 0);
+    o = cr_postmortem_to_json(&pm);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "memory_series")), 0);
+    cJSON_Delete(o);
+    cr_trend_ring_free(r);
+}
+
+/* The trend's verdict at the death: the time it was reached, relative. */
+static void test_verdict(void **state)
+{
+    struct cr_postmortem pm = pm_make(1, CR_DEATH_HEAP_LIMIT, T0);
+    cr_postmortem_set_verdict(&pm, CR_TREND_HEAP_GROWING, 5000, "verdict=heap-growing x=1", 14000);
+    assert_int_equal(pm.verdict, CR_TREND_HEAP_GROWING);
+    assert_int_equal(pm.verdict_since_ms, -9000);
+    cJSON *o = cr_postmortem_to_json(&pm);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "memory_verdict")->valuestring,
+                        "heap-growing");
+    assert_int_equal(num(o, "memory_verdict_since_ms"), -9000);
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(o, "memory_verdict_detail")->valuestring,
+        "verdict=heap-growing x=1");
+    cJSON_Delete(o);
+    /* Never reached (no sample changed it): unknown, since null. */
+    cr_postmortem_set_verdict(&pm, CR_TREND_UNKNOWN, 0, NULL, 14000);
+    o = cr_postmortem_to_json(&pm);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "memory_verdict")->valuestring,
+                        "unknown");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "memory_verdict_since_ms")));
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(o, "memory_verdict_detail")->valuestring, "");
+    cJSON_Delete(o);
+    /* A sample stamped after the death counts as at it. */
+    cr_postmortem_set_verdict(&pm, CR_TREND_NEAR_LIMIT, 15000, "", 14000);
+    assert_int_equal(pm.verdict_since_ms, 0);
+}
+
+/* What the history costs: the record's size is fixed (history.h says it),
+ * and a full ring is one allocation of capacity records. */
+static void test_record_size(void **state)
+{
+    size_t rec = sizeof(struct cr_postmortem);
+    printf("sizeof(struct cr_postmortem) = %zu bytes; %d records = %.2f MiB\n", rec,
+           CR_HISTORY_DEFAULT_CAPACITY, (double)rec * CR_HISTORY_DEFAULT_CAPACITY / MIB);
+    /* The stack, the stderr tail, the request, the reason, the series,
+     * the verdict and the figures (history.h states the figure). */
+    assert_true(rec <= 15008);
+    assert_true(sizeof(((struct cr_postmortem *)0)->series) <= 1200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +439,9 @@ int main(void)
         cmocka_unit_test(test_set_death_and_stderr),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_logfmt),
+        cmocka_unit_test(test_series),
+        cmocka_unit_test(test_verdict),
+        cmocka_unit_test(test_record_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "control_cmd.h"
+#include "history.h"
 
 /* The fake core: records what it was asked, answers what the test says. */
 struct fake {
@@ -21,7 +22,8 @@ struct fake {
     bool fail_json;    /* the cJSON operations return NULL (out of memory) */
     char *status_text; /* a string member of the status answer */
     size_t nhistory;
-    int workers_max; /* ids 1..workers_max exist */
+    struct cr_postmortem hist[4]; /* newest first */
+    int workers_max;              /* ids 1..workers_max exist */
     unsigned scaled;
     int restarted, killed, sig, reloads, stops, calls;
     char key[64], value[256];
@@ -76,14 +78,12 @@ static size_t f_history_len(void *ctx)
     return ((struct fake *)ctx)->nhistory;
 }
 
-static cJSON *f_history(void *ctx, size_t i)
+static const struct cr_postmortem *f_history(void *ctx, size_t i)
 {
     struct fake *f = ctx;
     if (f->fail_json || i >= f->nhistory)
         return NULL;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "index", (double)i);
-    return o;
+    return &f->hist[i];
 }
 
 static int f_scale(void *ctx, unsigned n)
@@ -173,7 +173,16 @@ static const struct cr_ctl_ops ops = {
 
 static struct fake fake(void)
 {
-    return (struct fake){.workers_max = 2, .nhistory = 3};
+    /* Three deaths, newest first: worker 2 at 3000 ms, worker 1 at 2000,
+     * worker 2 at 1000; their pids 103, 102, 101. */
+    struct fake f = {.workers_max = 2, .nhistory = 3};
+    for (int i = 0; i < 3; i++)
+        f.hist[i] = (struct cr_postmortem){.worker_id = i == 1 ? 1 : 2,
+                                           .pid = 103 - i,
+                                           .generation = 1,
+                                           .end_ms = 3000 - 1000 * i,
+                                           .category = CR_DEATH_SIGNAL};
+    return f;
 }
 
 /* Error codes the tests below have seen come out of the dispatcher. */
@@ -325,7 +334,10 @@ static void test_history(void **state)
     assert_ok(r);
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "history");
     assert_int_equal(cJSON_GetArraySize(h), 3);
-    assert_int_equal(num(cJSON_GetArrayItem(h, 0), "index"), 0); /* newest first */
+    assert_int_equal(num(cJSON_GetArrayItem(h, 0), "pid"), 103); /* newest first */
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(h, 0), "category")->valuestring,
+        "signal"); /* the record, rendered */
     cJSON_Delete(r);
     r = run(&f, "{\"cmd\":\"history\",\"n\":1}", NULL);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r, "history")), 1);
@@ -338,6 +350,40 @@ static void test_history(void **state)
     cJSON_Delete(r);
     expect_error(&f, "{\"cmd\":\"history\",\"n\":-1}", CR_E_BAD_ARGUMENT);
     expect_error(&f, "{\"cmd\":\"history\",\"n\":\"2\"}", CR_E_BAD_ARGUMENT);
+
+    /* The filters: each alone, together, then n over what matches. */
+    static const struct {
+        const char *req;
+        int pids[3]; /* the answer's pids, newest first; 0 ends */
+    } cases[] = {
+        {"{\"cmd\":\"history\",\"since_ms\":2000}", {103, 102}},
+        {"{\"cmd\":\"history\",\"since_ms\":2001}", {103}},
+        {"{\"cmd\":\"history\",\"since_ms\":0}", {103, 102, 101}},
+        {"{\"cmd\":\"history\",\"since_ms\":9000}", {0}},
+        {"{\"cmd\":\"history\",\"worker\":2}", {103, 101}},
+        {"{\"cmd\":\"history\",\"worker\":2,\"n\":1}", {103}},
+        {"{\"cmd\":\"history\",\"worker\":1}", {102}},
+        {"{\"cmd\":\"history\",\"pid\":101}", {101}},
+        {"{\"cmd\":\"history\",\"pid\":101,\"worker\":1}", {0}},
+        {"{\"cmd\":\"history\",\"worker\":2,\"since_ms\":1500}", {103}},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        r = run(&f, cases[c].req, NULL);
+        assert_ok(r);
+        h = cJSON_GetObjectItemCaseSensitive(r, "history");
+        int n = 0;
+        while (n < 3 && cases[c].pids[n])
+            n++;
+        assert_int_equal(cJSON_GetArraySize(h), n);
+        for (int k = 0; k < n; k++)
+            assert_int_equal(num(cJSON_GetArrayItem(h, k), "pid"), cases[c].pids[k]);
+        cJSON_Delete(r);
+    }
+    expect_error(&f, "{\"cmd\":\"history\",\"since_ms\":-1}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"history\",\"since_ms\":\"10m\"}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"history\",\"worker\":0}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"history\",\"pid\":1.5}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"history\",\"pid\":-3}", CR_E_BAD_ARGUMENT);
     f.fail_json = true;
     expect_error(&f, "{\"cmd\":\"history\"}", CR_E_INTERNAL);
 }

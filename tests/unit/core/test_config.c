@@ -321,6 +321,45 @@ static void test_set_live(void **state)
     cr_config_done(&c);
 }
 
+/* --on-death: an absolute path, or none; from a flag, the file and `set`
+ * (live), with its limits' defaults and ranges. */
+static void test_on_death(void **state)
+{
+    struct cr_config c;
+    char err[256] = "";
+    cr_config_init(&c);
+    assert_null(c.on_death);
+    assert_int_equal(c.on_death_timeout_ms, 10000);
+    assert_int_equal(c.on_death_parallel, 4);
+    char *argv[] = {"corrald", "--on-death", "/usr/local/bin/page-me", "--on-death-timeout",
+                    "500ms", "--on-death-parallel", "2", NULL};
+    assert_int_equal(parse(&c, argv, err), 0);
+    assert_string_equal(c.on_death, "/usr/local/bin/page-me");
+    assert_int_equal(c.on_death_timeout_ms, 500);
+    assert_int_equal(c.on_death_parallel, 2);
+    /* Relative: refused, and nothing changes. */
+    assert_true(cr_config_set(&c, "on-death", "bin/page-me", true, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "absolute path"));
+    assert_string_equal(c.on_death, "/usr/local/bin/page-me");
+    assert_int_equal(cr_config_set(&c, "on-death", "/bin/true", true, err, sizeof(err)), 0);
+    assert_string_equal(c.on_death, "/bin/true");
+    assert_int_equal(cr_config_set(&c, "on-death", "none", true, err, sizeof(err)), 0);
+    assert_null(c.on_death);
+    assert_int_equal(cr_config_set(&c, "on-death", "/bin/true", true, err, sizeof(err)), 0);
+    assert_int_equal(cr_config_set(&c, "on-death", "", true, err, sizeof(err)), 0);
+    assert_null(c.on_death);
+    assert_true(cr_config_set(&c, "on-death-parallel", "65", true, err, sizeof(err)) < 0);
+    assert_true(cr_config_set(&c, "on-death-parallel", "0", true, err, sizeof(err)) < 0);
+    assert_true(cr_config_set(&c, "on-death-timeout", "10ms", true, err, sizeof(err)) < 0);
+    assert_int_equal(cr_config_set(&c, "on-death-timeout", "2m", true, err, sizeof(err)), 0);
+    assert_int_equal(c.on_death_timeout_ms, 120000);
+    assert_int_equal(cr_config_parse_json(&c, "{\"on-death\": \"/opt/hook\"}", err, sizeof(err)),
+                     0);
+    assert_string_equal(c.on_death, "/opt/hook");
+    assert_true(cr_config_parse_json(&c, "{\"on-death\": \"hook\"}", err, sizeof(err)) < 0);
+    cr_config_done(&c);
+}
+
 /* Which options were set explicitly: a flag, the file or `set` count, even
  * to the default's own value; a default does not, nor a refused value. */
 static void test_given(void **state)
@@ -420,7 +459,7 @@ int main(void)
         cmocka_unit_test(test_ready_modes),
         cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
-        cmocka_unit_test(test_given),
+        cmocka_unit_test(test_given),    cmocka_unit_test(test_on_death),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
