@@ -30,7 +30,8 @@
 
 static struct {
     void *page;
-    uint32_t seq; /* the request record's sequence (loop thread only) */
+    uint32_t seq;  /* the request record's sequence (loop thread only) */
+    uint32_t seen; /* the stack request word before stacks were offered */
     pthread_t loop;
     /* Filled by the loop thread's handler, read by the stack thread once
      * `taken` is posted. */
@@ -101,12 +102,14 @@ static void answer(uint32_t req)
                           memory_order_release);
 }
 
-/* Sleeps on the request word; corrald raises it and wakes the futex. */
+/* Sleeps on the request word; corrald raises it and wakes the futex. The
+ * word's value before the page said stacks are answered is in T.seen: a
+ * request made before this thread first ran is still answered. */
 static void *stack_thread(void *arg)
 {
     (void)arg;
     _Atomic uint32_t *word = cr_wpage_u32(T.page, CR_WPAGE_OFF_STACK_REQ);
-    uint32_t seen = atomic_load_explicit(word, memory_order_acquire);
+    uint32_t seen = T.seen;
     for (;;) {
         syscall(SYS_futex, word, FUTEX_WAIT, seen, NULL, NULL, 0);
         uint32_t req = atomic_load_explicit(word, memory_order_acquire);
@@ -141,6 +144,7 @@ int cr_trace_open(void)
     }
     T.page = p;
     T.loop = pthread_self();
+    T.seen = atomic_load_explicit(cr_wpage_u32(p, CR_WPAGE_OFF_STACK_REQ), memory_order_acquire);
     unsigned features = CR_WPAGE_F_REQUEST;
     /* backtrace() loads libgcc on its first call: done here, not in the
      * signal handler. */

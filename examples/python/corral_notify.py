@@ -145,6 +145,9 @@ class Page:
             return
         self.map = m
         features = self.F_REQUEST
+        # The request word before stacks are offered: one made before the
+        # thread first runs is still answered.
+        self.seen = struct.unpack_from("<I", m, self.OFF_STACK_REQ)[0]
         t = threading.Thread(target=self._stacks, name="corral-stack", daemon=True)
         t.start()
         features |= self.F_STACK
@@ -214,7 +217,7 @@ class Page:
                 libc = ctypes.CDLL(None, use_errno=True)
             except OSError:
                 libc = None
-        seen = word.value
+        seen = self.seen
         while True:
             if libc is not None:
                 libc.syscall(self.SYS_FUTEX, ctypes.byref(word), 0, ctypes.c_uint32(seen),
