@@ -159,7 +159,9 @@ static void log_death(const struct cr_event *ev)
     snprintf(gen, sizeof(gen), "CORRAL_GENERATION=%llu", (unsigned long long)pm->generation);
     cr_postmortem_format_logfmt(pm, line, sizeof(line));
     snprintf(pmf, sizeof(pmf), "CORRAL_POSTMORTEM=%s", line);
-    const char *fields[] = {death, status, peak, gen, pmf, NULL};
+    /* A peak never read (no group of its own, a kernel without
+     * memory.peak) is no field at all: 0 would read as a measurement. */
+    const char *fields[] = {death, status, gen, pmf, pm->cg_peak ? peak : NULL, NULL};
     bool bad = !pm->planned && pm->category != CR_DEATH_EXIT_CLEAN;
     cr_log_event(bad ? CR_LOG_WARNING : CR_LOG_INFO, "died", ev->worker, ev->pid, fields,
                  "worker %d (pid %d) died: %s — %s", ev->worker, (int)ev->pid,

@@ -10,6 +10,7 @@
 #include "freeze.h"
 #include "internal.h"
 #include "self.h"
+#include "wio.h"
 
 /* Serving: ready or blocked, and not on its way out. */
 static bool serving(const struct cr_worker *w)
@@ -98,7 +99,49 @@ const struct cr_worker *cr_view_next(const struct cr_worker *w)
     return w->next;
 }
 
-void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
+void cr_view_fresh_begin(struct cr_view_fresh *f)
+{
+    *f = (struct cr_view_fresh){0};
+}
+
+/* The memory figures of a view: read now when the budget allows, else the
+ * last sample (or the worker's own report) with its age. A worker without
+ * a process has none: its last process's figures are not its own. */
+static void memory_now(const struct cr_worker *w, struct cr_view_fresh *fresh,
+                       struct cr_worker_view *v)
+{
+    const struct cr_gen *g = &w->g;
+    uint64_t now = cr_now_ms(w->sup);
+    if (!g->pid)
+        return;
+    bool read = fresh && cr_wstate_sampled(w->state);
+    if (read && fresh->read >= CR_VIEW_FRESH_MAX) {
+        fresh->aged++;
+        read = false;
+    } else if (read) {
+        fresh->read++;
+    }
+    /* Under --pss the figure asked for is PSS, which only the watch's
+     * samples read (a statm descriptor may be open still, until its next). */
+    if (read && !w->sup->cfg.pss && (v->rss = cr_io_resident_now(g)))
+        v->rss_age_ms = 0;
+    else if ((v->rss = g->mem.rss))
+        v->rss_age_ms = now - g->mem.rss_at;
+    else if ((g->report.last.present & CR_NF_RSS) && (v->rss = g->report.last.rss))
+        v->rss_age_ms = now - g->report.last_at;
+    if (!v->cg)
+        return;
+    uint64_t usage = 0;
+    if (read && cr_cgroup_peek_usage(g->cg.cg, &usage) == 0 && usage) {
+        v->cg_usage = usage;
+        v->cg_usage_age_ms = 0;
+    } else if ((v->cg_usage = g->mem.cg_usage)) {
+        v->cg_usage_age_ms = now - g->mem.cg_usage_at;
+    }
+}
+
+void cr_view_worker(const struct cr_worker *w, struct cr_view_fresh *fresh,
+                    struct cr_worker_view *ret)
 {
     const struct cr_supervisor *sup = w->sup;
     const struct cr_gen *g = &w->g;
@@ -126,8 +169,7 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
         .spoke = g->report.speech != CR_SPEECH_SILENT,
         .unannounced = w->readiness == CR_READINESS_ASSUMED && w->state != CR_WS_STARTING,
         .heap_limit_given = g->heap_limit_given,
-        .rss = g->mem.rss ? g->mem.rss : g->report.last.rss,
-        .cg_usage = g->mem.cg_usage,
+        .cg = g->cg.cg != NULL,
         .cg_limit = g->cg.limit,
         .cg_soft = sup->cfg.memory_soft,
         .cgroup = g->cg.cg ? cr_cgroup_rel(g->cg.cg) : NULL,
@@ -137,6 +179,7 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
         .last_death = died ? cr_death_to_string(slot->last_death) : NULL,
         .last_death_reason = died ? slot->last_death_reason : NULL,
     };
+    memory_now(w, fresh, ret);
 }
 
 void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret)

@@ -32,6 +32,11 @@ bool ctl_known(const cJSON *o, const char *k)
     return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k));
 }
 
+bool ctl_stale(const cJSON *o, const char *age_key)
+{
+    return ctl_known(o, age_key) && ctl_num(o, age_key) >= CTL_STALE_MS;
+}
+
 void ctl_fmt_known(const cJSON *o, const char *k, void (*fmt)(double, char *, size_t), char *buf,
                    size_t len)
 {
@@ -181,9 +186,13 @@ static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
     double usage = ctl_num(w, "cgroup_usage_bytes"), limit = ctl_num(w, "cgroup_limit_bytes");
     ctl_fmt_ms(ctl_num(w, "uptime_ms"), up, sizeof(up));
     ctl_fmt_known(w, "rss_bytes", ctl_fmt_bytes, rss, sizeof(rss));
+    if (ctl_stale(w, "rss_age_ms"))
+        strncat(rss, "~", sizeof(rss) - strlen(rss) - 1);
     ctl_fmt_known(w, "heap_used_bytes", ctl_fmt_bytes, heap, sizeof(heap));
     ctl_fmt_known(w, "heap_limit_bytes", ctl_fmt_bytes, hl, sizeof(hl));
-    ctl_fmt_bytes(usage, use, sizeof(use));
+    ctl_fmt_known(w, "cgroup_usage_bytes", ctl_fmt_bytes, use, sizeof(use));
+    if (ctl_stale(w, "cgroup_usage_age_ms"))
+        strncat(use, "~", sizeof(use) - strlen(use) - 1);
     ctl_fmt_known(w, "loop_delay_p99_us", ctl_fmt_us, p99, sizeof(p99));
     ctl_fmt_known(w, "loop_delay_max_us", ctl_fmt_us, mx, sizeof(mx));
     ctl_fmt_known(w, "elu", ctl_fmt_ratio, elu, sizeof(elu));
@@ -197,7 +206,7 @@ static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
         snprintf(ul, sizeof(ul), "%s/%s", use, lim);
         fprintf(f, " %-13s", ul);
     } else {
-        fprintf(f, "%-12s %-13s", "no limit", usage > 0 ? use : "-");
+        fprintf(f, "%-12s %-13s", "no limit", use);
     }
     fprintf(f, " %7s %7s %5s", p99, mx, elu);
     const cJSON *ld = cJSON_GetObjectItemCaseSensitive(w, "last_death");
@@ -215,15 +224,20 @@ void ctl_print_workers(FILE *f, const struct ctl_style *st, const cJSON *workers
                "CGROUP MEMORY              LOOP p99     MAX   ELU  LAST DEATH%s\n",
             c(st, BOLD), rs(st));
     const cJSON *w;
-    bool marked = false;
+    bool marked = false, stale = false;
     cJSON_ArrayForEach(w, workers)
     {
         worker_row(f, st, w);
         marked |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "unannounced"));
+        stale |= ctl_stale(w, "rss_age_ms") || ctl_stale(w, "cgroup_usage_age_ms");
     }
     if (marked)
         fprintf(f, "%s* unannounced: ready by its --ready mode, not by READY=1; - = not reported%s\n",
                 c(st, DIM), rs(st));
+    if (stale)
+        fprintf(f, "%s~ read %.0f ms or more before this answer (rss_age_ms, "
+                   "cgroup_usage_age_ms); - = not known%s\n",
+                c(st, DIM), CTL_STALE_MS, rs(st));
 }
 
 static void print_value(FILE *f, const cJSON *v, int indent)

@@ -103,6 +103,14 @@ int cr_io_mem_fd(struct cr_gen *g, bool pss, bool reopen)
     return io->mem_fd;
 }
 
+uint64_t cr_io_resident_now(const struct cr_gen *g)
+{
+    const struct cr_wio *io = g->io;
+    if (!io || !io->execd || io->mem_fd < 0 || io->mem_pss)
+        return 0;
+    return cr_mem_read_resident(io->mem_fd, false);
+}
+
 void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len)
 {
     const struct io_output *out = g->io ? g->io->out : NULL;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The last output bytes of a generation, kept for its post-mortem. */
 #define CR_STDERR_TAIL 4096
@@ -39,5 +40,12 @@ void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len);
  * shell wrapper). -1 before the exec, after the release, or when it
  * cannot be opened. */
 int cr_io_mem_fd(struct cr_gen *g, bool pss, bool reopen);
+/* Resident bytes now, for a view that answers a request (status, metrics):
+ * one pread of the statm descriptor the memory watch opened, nothing
+ * opened and nothing written (the watch stays the one writer of g->mem).
+ * 0 when there is no such descriptor yet, when it is smaps_rollup (--pss:
+ * a walk of the whole address space, too dear per request), or when the
+ * process has exited (statm reads as zeros until the reap). */
+uint64_t cr_io_resident_now(const struct cr_gen *g);
 /* Lets go of the descriptors; they close once libuv is done with them. */
 void cr_io_release(struct cr_gen *g);

@@ -73,8 +73,9 @@ static double g_gen(const struct cr_worker_view *w)
 }
 
 /* Pseudo-bits for known(): figures corrald measures or derives itself. */
-#define RSS_KNOWN        (1u << 30)
-#define HEAP_LIMIT_KNOWN (1u << 31)
+#define RSS_KNOWN        (1u << 29)
+#define HEAP_LIMIT_KNOWN (1u << 30)
+#define CG_USAGE_KNOWN   (1u << 31)
 
 static const struct {
     const char *name, *type, *help;
@@ -92,7 +93,7 @@ static const struct {
     {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.",
      g_external, CR_NF_EXTERNAL},
     {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.",
-     g_cg_usage, 0},
+     g_cg_usage, CG_USAGE_KNOWN},
     {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).",
      g_cg_limit, 0},
     {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.",
@@ -114,6 +115,8 @@ static bool known(const struct cr_worker_view *w, unsigned need)
 {
     if (need == RSS_KNOWN)
         return w->rss != 0;
+    if (need == CG_USAGE_KNOWN)
+        return w->cg_usage != 0;
     if (need == HEAP_LIMIT_KNOWN)
         return (w->last.present & CR_NF_HEAP_LIMIT) || w->heap_limit_given;
     return !need || (w->last.present & need);
@@ -142,8 +145,10 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
         free(ret->label);
         return -1;
     }
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
-        cr_view_worker(w, &ret->v[ret->n]);
+        cr_view_worker(w, &fresh, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
         const struct cr_worker_view *v = &ret->v[ret->n];
         /* One series per slot: its holder's (a replacement, a spare, a

@@ -96,10 +96,23 @@ static void heap_limit(cJSON *o, const struct cr_worker_view *v)
     }
 }
 
-cJSON *cr_worker_json(const struct cr_worker *w)
+/* A figure corrald measures: null when unknown (never a made-up 0), else
+ * the figure and its age under age_key (0: read for this answer). */
+static void measured(cJSON *o, const char *k, const char *age_key, uint64_t value, uint64_t age)
+{
+    if (value) {
+        num(o, k, value);
+        num(o, age_key, age);
+    } else {
+        null(o, k);
+        null(o, age_key);
+    }
+}
+
+static cJSON *worker_json(const struct cr_worker *w, struct cr_view_fresh *fresh)
 {
     struct cr_worker_view v;
-    cr_view_worker(w, &v);
+    cr_view_worker(w, fresh, &v);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -118,20 +131,22 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     flag(o, "unannounced", v.unannounced);
     reported(o, "requests", &v, CR_NF_REQUESTS, v.last.requests);
     reported(o, "inflight", &v, CR_NF_INFLIGHT, v.last.inflight);
-    if (v.rss)
-        num(o, "rss_bytes", v.rss);
-    else
-        null(o, "rss_bytes");
+    measured(o, "rss_bytes", "rss_age_ms", v.rss, v.rss_age_ms);
     reported(o, "heap_used_bytes", &v, CR_NF_HEAP_USED, v.last.heap_used);
     reported(o, "heap_total_bytes", &v, CR_NF_HEAP_TOTAL, v.last.heap_total);
     heap_limit(o, &v);
     reported(o, "external_bytes", &v, CR_NF_EXTERNAL, v.last.external);
-    num(o, "cgroup_usage_bytes", v.cg_usage);
+    measured(o, "cgroup_usage_bytes", "cgroup_usage_age_ms", v.cg_usage, v.cg_usage_age_ms);
     num(o, "cgroup_limit_bytes", v.cg_limit);
     num(o, "cgroup_soft_bytes", v.cg_soft);
     if (v.cgroup)
         str(o, "cgroup", v.cgroup);
-    num(o, "oom_events", v.oom_events);
+    /* Counted by the group's OOM watch: without a group of its own, not
+     * known (0 would say "none happened"). */
+    if (v.cg)
+        num(o, "oom_events", v.oom_events);
+    else
+        null(o, "oom_events");
     num(o, "oom_kills", v.oom_kills);
     reported(o, "loop_delay_p50_us", &v, CR_NF_DELAY_P50, v.last.delay_p50_us);
     reported(o, "loop_delay_p99_us", &v, CR_NF_DELAY_P99, v.last.delay_p99_us);
@@ -227,7 +242,10 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
         num(mb, "workers", bi.workers);
         num(mb, "spares", bi.spares);
         num(mb, "reload_replacements", bi.replacements);
-        num(mb, "corrald_bytes", bi.self);
+        if (bi.self)
+            num(mb, "corrald_bytes", bi.self);
+        else
+            null(mb, "corrald_bytes"); /* /proc/self/statm unread */
         num(mb, "margin_bytes", b.margin);
         num(mb, "need_bytes", b.need);
         num(mb, "fit_workers", b.fit_workers);
@@ -256,13 +274,20 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     return root;
 }
 
+cJSON *cr_worker_json(const struct cr_worker *w)
+{
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
+    return worker_json(w, &fresh);
+}
+
 /* One worker's object as raw JSON text: built, printed and freed at once.
  * 4 KiB holds any worker but one with a long cgroup path or a STATUS= text
  * full of escapes; those are printed into a buffer of their own. */
-static cJSON *worker_raw(const struct cr_worker *w)
+static cJSON *worker_raw(const struct cr_worker *w, struct cr_view_fresh *fresh)
 {
     char buf[4096];
-    cJSON *o = cr_worker_json(w), *raw = NULL;
+    cJSON *o = worker_json(w, fresh), *raw = NULL;
     if (!o)
         return NULL;
     if (cJSON_PrintPreallocated(o, buf, (int)sizeof(buf), false)) {
@@ -279,9 +304,11 @@ static cJSON *worker_raw(const struct cr_worker *w)
 cJSON *cr_workers_json(const struct cr_supervisor *sup)
 {
     cJSON *ws = cJSON_CreateArray();
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
     for (const struct cr_worker *w = cr_view_first(sup); ws && w; w = cr_view_next(w)) {
         /* A worker left out for want of memory would be a lie: fail whole. */
-        cJSON *o = worker_raw(w);
+        cJSON *o = worker_raw(w, &fresh);
         if (!o || !cJSON_AddItemToArray(ws, o)) {
             cJSON_Delete(o);
             cJSON_Delete(ws);
