@@ -89,6 +89,11 @@ const char *cr_worker_state_name(const struct cr_worker *w)
     return cr_wstate_to_string(w->state);
 }
 
+const struct cr_acceptq_figures *cr_supervisor_accept_queue(const struct cr_supervisor *sup)
+{
+    return &sup->accept_queue;
+}
+
 const struct cr_worker *cr_view_first(const struct cr_supervisor *sup)
 {
     return sup->workers;
@@ -210,6 +215,9 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .promotions = sup->spares.promotions,
         .early_promotions = sup->spares.early_promotions,
         .freezer = cr_freeze_method(&sup->freezing),
+        .accept_queue = &sup->accept_queue,
+        .accept_queue_age_ms =
+            sup->accept_queue.known ? cr_now_ms(sup) - sup->accept_queue.sampled_at : 0,
     };
 }
 

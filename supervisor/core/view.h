@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "acceptq.h"
 #include "cr_cgroup.h"
 #include "death.h"
 #include "lifecycle.h"
@@ -34,6 +35,12 @@ const struct cr_history *cr_supervisor_history(const struct cr_supervisor *sup);
 uint64_t cr_supervisor_now_ms(const struct cr_supervisor *sup);
 uint64_t cr_supervisor_uptime_ms(const struct cr_supervisor *sup);
 const char *cr_worker_state_name(const struct cr_worker *w);
+/* The accept queue as last sampled (model/acceptq.h): connections waiting
+ * (length), the backlog (max), how long they have waited at most
+ * (waited_ms), saturated; sampled_at is loop ms (see cr_supervisor_now_ms).
+ * Every output reads these figures here, and so will anything that scales
+ * on them: one place, one writer (inputs/acceptwatch.c). */
+const struct cr_acceptq_figures *cr_supervisor_accept_queue(const struct cr_supervisor *sup);
 
 /* The table in id order (a replacement right after the worker it replaces):
  *   for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) */
@@ -120,6 +127,8 @@ struct cr_supervisor_view {
     unsigned promotions;   /* spares that took a dead worker's slot */
     unsigned early_promotions; /* of them, on the kernel's exit notice, before the reap */
     const char *freezer;   /* how spares are frozen: "cgroup.freeze", "v1-freezer", "SIGSTOP" */
+    const struct cr_acceptq_figures *accept_queue; /* cr_supervisor_accept_queue */
+    uint64_t accept_queue_age_ms;                  /* since its last sample */
 };
 
 void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_view *ret);

@@ -149,6 +149,20 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *s)
             c(st, BOLD), ctl_str(s, "version"), rs(st), ctl_num(s, "pid"), up,
             ctl_str(s, "state"), ctl_num(s, "workers_ready"), ctl_num(s, "workers_target"),
             ctl_str(l, "address"), ctl_str(l, "balance"), ctl_str(cg, "layout"));
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(s, "listen_queue");
+    if (cJSON_IsObject(q)) {
+        bool sat = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "saturated"));
+        fprintf(f, "%saccept queue: %.0f/%.0f waiting", c(st, sat ? RED : ""),
+                ctl_num(q, "length"), ctl_num(q, "max"));
+        if (ctl_num(q, "waited_ms") > 0)
+            fprintf(f, ", for up to %.0f ms", ctl_num(q, "waited_ms"));
+        if (sat)
+            fputs(" - SATURATED: add workers", f);
+        if (ctl_num(q, "saturations") > 0)
+            fprintf(f, " (saturated %.0f time%s since start)", ctl_num(q, "saturations"),
+                    ctl_num(q, "saturations") == 1 ? "" : "s");
+        fprintf(f, "%s\n", rs(st));
+    }
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s, "spares");
     if (sp && ctl_num(sp, "target") > 0)
         fprintf(f, "spares: %.0f/%.0f frozen (%s), %.0f starting, %.0f promoted\n",
@@ -297,9 +311,14 @@ void ctl_print_event(FILE *f, const struct ctl_style *st, const cJSON *e)
     char when[16];
     fmt_clock(ctl_num(e, "time_ms"), when, sizeof(when));
     const char *ev = ctl_str(e, "event");
-    bool bad = strcmp(ev, "died") == 0 || strcmp(ev, "failed") == 0 || strcmp(ev, "blocked") == 0;
-    fprintf(f, "%s  worker %-3.0f pid %-7.0f gen %-3.0f %s%-10s%s", when, ctl_num(e, "worker"),
-            ctl_num(e, "pid"), ctl_num(e, "generation"), c(st, bad ? RED : GREEN), ev, rs(st));
+    bool bad = strcmp(ev, "died") == 0 || strcmp(ev, "failed") == 0 ||
+               strcmp(ev, "blocked") == 0 || strcmp(ev, "accept-queue-saturated") == 0;
+    if (!cJSON_GetObjectItemCaseSensitive(e, "worker")) /* about corrald, not one worker */
+        fprintf(f, "%s  %-30s %s%s%s", when, "corrald", c(st, bad ? RED : GREEN), ev, rs(st));
+    else
+        fprintf(f, "%s  worker %-3.0f pid %-7.0f gen %-3.0f %s%-10s%s", when,
+                ctl_num(e, "worker"), ctl_num(e, "pid"), ctl_num(e, "generation"),
+                c(st, bad ? RED : GREEN), ev, rs(st));
     if (*ctl_str(e, "category"))
         fprintf(f, " %s", ctl_str(e, "category"));
     if (*ctl_str(e, "reason"))

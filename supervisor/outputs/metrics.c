@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acceptq.h"
 #include "death.h"
 #include "prom.h"
 #include "trend.h"
@@ -183,6 +184,31 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
     cr_prom_family(b, "corral_spare_promotions_total", "counter",
                    "Spares thawed to take a dead worker's slot.");
     cr_prom_printf(b, "corral_spare_promotions_total %u\n", v.promotions);
+    /* The accept queue: no sample until a listening TCP socket was read. */
+    const struct cr_acceptq_figures *q = v.accept_queue;
+    cr_prom_family(b, "corral_listen_queue_length", "gauge",
+                   "Connections waiting in the listening socket's accept queue (summed over the "
+                   "workers' sockets with reuseport).");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_length %u\n", q->length);
+    cr_prom_family(b, "corral_listen_queue_max", "gauge",
+                   "The accept queue's backlog: at most this many connections can wait.");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_max %u\n", q->max);
+    cr_prom_family(b, "corral_listen_queue_waited_seconds", "gauge",
+                   "Upper bound on how long the connections waiting now have waited: the time "
+                   "since the queue was last seen empty (0 when empty).");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_waited_seconds %.3f\n",
+                       (double)q->waited_ms / 1000.0);
+    cr_prom_family(b, "corral_listen_queue_saturated", "gauge",
+                   "1 while connections have waited longer than --saturated-after.");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_saturated %d\n", q->saturated ? 1 : 0);
+    cr_prom_family(b, "corral_listen_queue_saturations_total", "counter",
+                   "Times the accept queue became saturated.");
+    cr_prom_printf(b, "corral_listen_queue_saturations_total %llu\n",
+                   (unsigned long long)q->saturations);
     cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
         cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",

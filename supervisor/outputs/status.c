@@ -11,6 +11,7 @@
 #include "cr_config.h"
 #include "decimal.h"
 #include "events.h"
+#include "acceptq.h"
 #include "history.h"
 #include "listen.h"
 #include "trend.h"
@@ -175,6 +176,27 @@ static cJSON *worker_json(const struct cr_worker *w, struct cr_view_fresh *fresh
     return o;
 }
 
+/* The accept queue (model/acceptq.h); null until a listening TCP socket
+ * was sampled (a Unix socket from systemd has no such figures). */
+static void listen_queue(cJSON *s, const struct cr_supervisor_view *v)
+{
+    const struct cr_acceptq_figures *q = v->accept_queue;
+    if (!q->known) {
+        null(s, "listen_queue");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    num(o, "length", q->length);
+    num(o, "max", q->max);
+    num(o, "waited_ms", q->waited_ms);
+    num(o, "nonempty_ms", q->nonempty_ms);
+    flag(o, "saturated", q->saturated);
+    num(o, "saturations", q->saturations);
+    num(o, "sockets", q->sockets);
+    num(o, "age_ms", v->accept_queue_age_ms);
+    add(s, "listen_queue", o);
+}
+
 cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x)
 {
     struct cr_supervisor_view v;
@@ -216,6 +238,7 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     lit(a, "source", v.listener->from_systemd ? "systemd" : "bound");
     lit(a, "balance", cr_balance_to_string(v.config->balance));
     cJSON_AddItemToArray(l, a);
+    listen_queue(s, &v);
     if (x && x->metrics_addr)
         str(s, "metrics_listen", x->metrics_addr);
     cJSON *cg = cJSON_AddObjectToObject(s, "cgroup");
@@ -318,6 +341,26 @@ cJSON *cr_workers_json(const struct cr_supervisor *sup)
     return ws;
 }
 
+/* An accept-queue event: no worker, the queue's figures at that round. */
+static cJSON *queue_event_json(const struct cr_event *ev)
+{
+    const struct cr_acceptq_figures *q = ev->queue;
+    cJSON *o = cJSON_CreateObject();
+    lit(o, "event", cr_event_type_to_string(ev->type));
+    num(o, "time_ms", ev->time_ms);
+    num(o, "length", q->length);
+    num(o, "max", q->max);
+    num(o, "waited_ms", q->waited_ms);
+    num(o, "nonempty_ms", q->nonempty_ms);
+    num(o, "sockets", q->sockets);
+    if (ev->type == CR_EV_QUEUE_DRAINED) {
+        num(o, "saturated_ms", q->sampled_at - q->saturated_at);
+        num(o, "peak_length", q->peak_length);
+        num(o, "peak_waited_ms", q->peak_waited_ms);
+    }
+    return o;
+}
+
 cJSON *cr_event_json(const struct cr_event *ev)
 {
     const char *name;
@@ -331,6 +374,9 @@ cJSON *cr_event_json(const struct cr_event *ev)
     case CR_EV_WORKER_DIED:
         name = "died";
         break;
+    case CR_EV_QUEUE_SATURATED:
+    case CR_EV_QUEUE_DRAINED:
+        return ev->queue ? queue_event_json(ev) : NULL;
     default:
         return NULL;
     }

@@ -1,10 +1,13 @@
 """Figures that are true when they are shown: a worker's memory read for
-the answer rather than as last sampled, and unknown figures that stay
-unknown in every output. Real corrald, real workers and cgroups.
+the answer rather than as last sampled, unknown figures that stay unknown in
+every output, and the accept queue of the listening socket (its length,
+how long connections have waited, the saturated and drained events) under
+a worker that blocks. Real corrald, real workers, real sockets and cgroups.
 """
 import json
 import os
 import re
+import socket
 import sys
 import time
 
@@ -111,6 +114,186 @@ def test_unknown_stays_unknown():
         for k in ("heap_used_bytes", "heap_limit_bytes", "external_bytes", "cg_usage_bytes",
                   "cg_peak_bytes"):
             assert f" {k}=" not in pm, (k, line)
+    finally:
+        c.close()
+
+
+# -- the accept queue -------------------------------------------------------------
+
+def listening(port):
+    """Sockets listening on 127.0.0.1:port (the reuseport group's members)."""
+    want = "0100007F:%04X" % port
+    with open("/proc/net/tcp") as f:
+        return sum(1 for row in f if row.split()[1:2] == [want] and row.split()[3] == "0A")
+
+
+def connect_many(c, n):
+    """n connections, each with a request sent; the server accepts none of
+    them while its workers are busy."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((c.host, c.port), timeout=10)
+        s.sendall(b"GET /light HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        socks.append(s)
+    return socks
+
+
+def answered(socks):
+    """How many of the connections got a 200 (each read to its end)."""
+    ok = 0
+    for s in socks:
+        data = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        ok += data.startswith(b"HTTP/1.1 200")
+        s.close()
+    return ok
+
+
+def queue(c):
+    """The accept queue's figures; {} while none was sampled (with
+    reuseport, before a worker's socket was)."""
+    return c.status()["supervisor"]["listen_queue"] or {}
+
+
+def test_accept_queue_blocked_worker():
+    """One worker blocks its loop (/heavy): the connections opened meanwhile
+    wait in the shared accept queue — status, corralctl and metrics show
+    them; after --saturated-after (100 ms) an accept-queue-saturated event
+    comes (and its log line); `scale 2` starts a worker that drains the
+    queue while the first still blocks: accept-queue-drained, and every
+    request is answered."""
+    n = 16
+    c = ct.Corrald(workers=1, name="aq")
+    try:
+        ev = c.subscribe()
+        q0 = queue(c)
+        assert q0 and q0["length"] == 0 and q0["max"] > 0 and q0["sockets"] == 1, q0
+        heavy = c.start_request("/heavy?ms=4000", timeout=20)
+        heavy.wait_read()
+        t0 = time.monotonic()
+        socks = connect_many(c, n)
+        q = ct.wait_for(lambda: (lambda q: q if q.get("length", 0) >= n else None)(queue(c)), 3,
+                        what=f"{n} connections in the accept queue")
+        seen = ev.read_until(lambda e: e.get("event") == "accept-queue-saturated", 3,
+                             what="the saturated event")
+        sat = seen[-1]
+        print("queue", q, "saturated event", sat,
+              f"{(time.monotonic() - t0) * 1000:.0f} ms after the connections")
+        assert sat["length"] >= n and 100 < sat["waited_ms"] <= 400, sat
+        assert "worker" not in sat, sat
+        q = queue(c)
+        assert q["saturated"] and q["saturations"] == 1 and q["waited_ms"] > 100, q
+        text = c.ctl("metrics")["metrics"]
+        assert metric(text, "corral_listen_queue_length") >= n, text
+        assert metric(text, "corral_listen_queue_saturated") == 1
+        assert metric(text, "corral_listen_queue_saturations_total") == 1
+        if CORRALCTL:
+            import subprocess
+            out = subprocess.run([CORRALCTL, "--socket", c.sock, "status"], capture_output=True,
+                                 text=True, check=True).stdout
+            assert re.search(rf"accept queue: {q['length']}/\d+ waiting, for up to \d+ ms - "
+                             r"SATURATED", out), out
+        assert re.search(r"accept queue saturated: \d+ connections waiting up to \d+ ms "
+                         r"\(backlog \d+\)", c.log()), c.log()[-2000:]
+
+        assert c.ctl("scale", workers=2)["ok"]
+        seen = ev.read_until(lambda e: e.get("event") == "accept-queue-drained", 5,
+                             what="the drained event")
+        drained = seen[-1]
+        print("drained event", drained)
+        assert not heavy.done(), "the first worker was to block still: the second drained it"
+        assert drained["length"] == 0 and drained["peak_length"] >= n, drained
+        assert drained["peak_waited_ms"] > 100 and drained["saturated_ms"] > 0, drained
+        assert answered(socks) == n
+        assert heavy.result()[0] == 200
+        q = queue(c)
+        assert not q["saturated"] and q["length"] == 0 and q["saturations"] == 1, q
+        assert "accept queue drained after" in c.log()
+        ev.close()
+    finally:
+        c.close()
+
+
+def test_accept_queue_reuseport():
+    """With --balance reuseport each worker has its own socket and queue:
+    the connections hashed to a blocked worker's socket wait there, and a
+    second worker does not drain them (no migration between the sockets);
+    the queue drains when the blocked worker returns to its loop. The
+    figures sum the workers' sockets."""
+    n = 12
+    c = ct.Corrald("--balance", "reuseport", workers=1, name="aqrp")
+    try:
+        ev = c.subscribe()
+        heavy = c.start_request("/heavy?ms=2500", timeout=20)
+        heavy.wait_read()
+        socks = connect_many(c, n)
+        q = ct.wait_for(lambda: (lambda q: q if q.get("length", 0) >= n else None)(queue(c)), 3,
+                        what=f"{n} connections in the worker's queue")
+        assert q["sockets"] == 1, q
+        ev.read_until(lambda e: e.get("event") == "accept-queue-saturated", 3,
+                      what="the saturated event")
+        assert c.ctl("scale", workers=2)["ok"]
+        q = ct.wait_for(lambda: (lambda q: q if q.get("sockets") == 2 else None)(queue(c)), 5,
+                        what="the second worker's socket")
+        assert q["length"] >= n and q["saturated"], q  # still in the first worker's socket
+        seen = ev.read_until(lambda e: e.get("event") == "accept-queue-drained", 10,
+                             what="the drained event")
+        assert seen[-1]["sockets"] == 2, seen[-1]
+        assert heavy.result()[0] == 200
+        assert answered(socks) == n
+        ev.close()
+    finally:
+        c.close()
+
+
+def test_reuseport_drain_strands_nothing():
+    """corrald's copy of a reuseport worker's socket goes when the worker is
+    told to go: while a scaled-down worker finishes its requests in flight
+    (its own listener closed), no new connection is hashed onto its socket
+    to wait there unanswered."""
+    c = ct.Corrald("--balance", "reuseport", workers=2, name="rpdrain")
+    try:
+        # Requests in flight on both workers (the kernel hashes each
+        # connection to one socket: enough of them reach both).
+        slow = [c.start_request("/slow?ms=2500", timeout=20) for _ in range(12)]
+        for r in slow:
+            r.wait_read()
+        pids = {w["id"]: w["pid"] for w in c.workers()}
+        assert listening(c.port) == 2
+        assert c.ctl("scale", workers=1)["ok"]
+        ct.wait_for(lambda: any(w["state"] == "draining" for w in c.workers()), 5,
+                    what="worker 2 draining")
+        # Worker 2 closes its listener at its SIGTERM; corrald's copy went
+        # when it sent it. (A connection that reached worker 2's queue
+        # before it closed is reset by the kernel then: reuseport has no
+        # hand-over between sockets; that is before this point.)
+        ct.wait_for(lambda: listening(c.port) == 1, 3,
+                    what="one listening socket left: worker 1's")
+        assert ct.pid_alive(pids[2]) and not all(r.done() for r in slow), \
+            "worker 2's socket listened until it exited: corrald held it through the drain"
+        t_end = time.monotonic() + 1.5
+        failed, ok, by2 = [], 0, 0
+        while time.monotonic() < t_end:  # the draining worker still lives
+            try:
+                st, h, _ = c.get("/light", timeout=1)
+                ok += st == 200
+                # Worker 2 may still take what reached its queue before
+                # its SIGTERM; it gets nothing new after.
+                by2 += int(h["x-worker-pid"]) == pids[2]
+            except OSError as e:
+                failed.append(repr(e))
+        print(f"{ok} answered ({by2} by the draining worker), {len(failed)} failed while "
+              "worker 2 drained")
+        assert ok >= 20 and not failed, (ok, failed[:5])
+        for r in slow:
+            assert r.result()[0] == 200
     finally:
         c.close()
 
