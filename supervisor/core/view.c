@@ -119,13 +119,9 @@ static void memory_now(const struct cr_worker *w, struct cr_view_fresh *fresh,
     uint64_t now = cr_now_ms(w->sup);
     if (!g->pid)
         return;
-    bool read = fresh && cr_wstate_sampled(w->state);
-    if (read && fresh->read >= CR_VIEW_FRESH_MAX) {
-        fresh->aged++;
-        read = false;
-    } else if (read) {
+    bool read = fresh && cr_wstate_sampled(w->state) && fresh->read < CR_VIEW_FRESH_MAX;
+    if (read)
         fresh->read++;
-    }
     /* Under --pss the figure asked for is PSS, which only the watch's
      * samples read (a statm descriptor may be open still, until its next). */
     if (read && !w->sup->cfg.pss && (v->rss = cr_io_resident_now(g)))

@@ -101,7 +101,7 @@ struct cr_worker_view {
  * space). */
 #define CR_VIEW_FRESH_MAX 400
 struct cr_view_fresh {
-    unsigned read, aged; /* workers read for this answer, and those past the budget */
+    unsigned read; /* workers read for this answer so far */
 };
 void cr_view_fresh_begin(struct cr_view_fresh *f);
 /* A snapshot of w. fresh: the answer's budget for fresh reads (NULL: none,
