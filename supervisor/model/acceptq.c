@@ -73,9 +73,10 @@ int cr_acceptq_format(const struct cr_acceptq_figures *f, enum cr_acceptq_change
 {
     if (c == CR_ACCEPTQ_SATURATED)
         return snprintf(buf, size,
-                        "accept queue saturated: %u connection%s waiting up to %llu ms "
-                        "(backlog %u%s)",
-                        f->length, f->length == 1 ? "" : "s", (unsigned long long)f->waited_ms,
+                        "accept queue saturated: %u connection%s waiting, the queue not seen "
+                        "empty for %llu ms, the oldest waiting up to %llu ms (backlog %u%s)",
+                        f->length, f->length == 1 ? "" : "s",
+                        (unsigned long long)f->nonempty_ms, (unsigned long long)f->waited_ms,
                         f->max, f->sockets > 1 ? ", summed over the workers' sockets" : "");
     if (c == CR_ACCEPTQ_DRAINED)
         return snprintf(buf, size,

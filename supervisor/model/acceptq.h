@@ -101,7 +101,8 @@ enum cr_acceptq_change cr_acceptq_end(struct cr_acceptq_figures *f,
                                       uint64_t threshold_ms);
 
 /* The log line of a change as of the last round, e.g. "accept queue
- * saturated: 14 connections waiting up to 180 ms (backlog 1024)". Returns
- * snprintf's count. */
+ * saturated: 20 connections waiting, the queue not seen empty for 100 ms,
+ * the oldest waiting up to 200 ms (backlog 4096)". Returns snprintf's
+ * count. */
 int cr_acceptq_format(const struct cr_acceptq_figures *f, enum cr_acceptq_change c, char *buf,
                       size_t size);

@@ -100,8 +100,8 @@ static void test_saturation(void **state)
     assert_int_equal(f.saturations, 2);
     assert_int_equal(f.peak_length, 2);
     cr_acceptq_format(&f, CR_ACCEPTQ_SATURATED, line, sizeof line);
-    assert_string_equal(line,
-                        "accept queue saturated: 2 connections waiting up to 250 ms (backlog 1024)");
+    assert_string_equal(line, "accept queue saturated: 2 connections waiting, the queue not seen "
+                              "empty for 100 ms, the oldest waiting up to 250 ms (backlog 1024)");
 }
 
 /* Threshold 0 is off: nothing saturates, and turning it off ends an
