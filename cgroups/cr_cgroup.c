@@ -254,6 +254,25 @@ int cr_cgroup_read_kept(struct cr_cgroup *cg, const char *name, char *buf, size_
     return r;
 }
 
+int cr_cgroup_peek_kept(const struct cr_cgroup *cg, const char *name, char *buf, size_t size)
+{
+    if (size < 2)
+        return -ENAMETOOLONG;
+    int fd = -1;
+    for (size_t i = 0; i < CR_CGROUP_KEPT && cg->kept[i].name; i++)
+        if (strcmp(cg->kept[i].name, name) == 0)
+            fd = cg->kept[i].fd;
+    if (fd < 0)
+        return fd == CR_CGROUP_ABSENT ? -ENOENT : -EAGAIN;
+    ssize_t n;
+    while ((n = pread(fd, buf, size - 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return (size_t)n == size - 1 ? -EFBIG : 0;
+}
+
 int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size)
 {
     return cg->keep_open ? cr_cgroup_read_kept(cg, name, buf, size)

@@ -157,6 +157,11 @@ int cr_cgroup_get_oom_group(struct cr_cgroup *cg, bool *ret);
  * memory.max_usage_in_bytes; -ENOENT when the kernel has none. */
 int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage);
 int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak);
+/* The usage again, through the descriptor an earlier cr_cgroup_read_usage()
+ * (or cr_cgroup_ready_ahead()) left open: one pread, no path walk, no
+ * open; -EAGAIN when none is open yet. For a reader that must not change
+ * the group nor wait on the hierarchy's locks (a view for an answer). */
+int cr_cgroup_peek_usage(const struct cr_cgroup *cg, uint64_t *ret_usage);
 int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret);
 /* local=true reads v2 memory.events.local (events of this group alone);
  * on v1 both read memory.oom_control + memory.failcnt. */

@@ -35,6 +35,9 @@ void cr_cgroup_init(struct cr_cgroup *cg, enum cr_cgroup_layout layout);
  * whatever the group does (the usage file, read every sample period). */
 int cr_cgroup_read(struct cr_cgroup *cg, const char *name, char *buf, size_t size);
 int cr_cgroup_read_kept(struct cr_cgroup *cg, const char *name, char *buf, size_t size);
+/* Reads name through its kept descriptor only: -EAGAIN when none is open
+ * yet (nothing is opened, nothing forgotten: the group is not changed). */
+int cr_cgroup_peek_kept(const struct cr_cgroup *cg, const char *name, char *buf, size_t size);
 int cr_cgroup_read_u64(struct cr_cgroup *cg, const char *name, uint64_t *ret);
 
 /* Initializes libcgroup once and caches the layout and mount point. Returns

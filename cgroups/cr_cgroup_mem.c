@@ -127,6 +127,16 @@ int cr_cgroup_read_usage(struct cr_cgroup *cg, uint64_t *ret_usage)
     return r < 0 ? r : cr_cgroup_parse_u64(buf, ret_usage);
 }
 
+int cr_cgroup_peek_usage(const struct cr_cgroup *cg, uint64_t *ret_usage)
+{
+    char buf[64];
+    if (!cg || !ret_usage)
+        return -EINVAL;
+    const char *name = cg->layout == CR_CGROUP_V2 ? "memory.current" : "memory.usage_in_bytes";
+    int r = cr_cgroup_peek_kept(cg, name, buf, sizeof buf);
+    return r < 0 ? r : cr_cgroup_parse_u64(buf, ret_usage);
+}
+
 int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak)
 {
     if (!cg || !ret_peak)

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "death.h"
 #include "events.h"
+#include "acceptq.h"
 #include "history.h"
 
 static enum cr_log_level min_level = CR_LOG_INFO;
@@ -159,11 +160,29 @@ static void log_death(const struct cr_event *ev)
     snprintf(gen, sizeof(gen), "CORRAL_GENERATION=%llu", (unsigned long long)pm->generation);
     cr_postmortem_format_logfmt(pm, line, sizeof(line));
     snprintf(pmf, sizeof(pmf), "CORRAL_POSTMORTEM=%s", line);
-    const char *fields[] = {death, status, peak, gen, pmf, NULL};
+    /* A peak never read (no group of its own, a kernel without
+     * memory.peak) is no field at all: 0 would read as a measurement. */
+    const char *fields[] = {death, status, gen, pmf, pm->cg_peak ? peak : NULL, NULL};
     bool bad = !pm->planned && pm->category != CR_DEATH_EXIT_CLEAN;
     cr_log_event(bad ? CR_LOG_WARNING : CR_LOG_INFO, "died", ev->worker, ev->pid, fields,
                  "worker %d (pid %d) died: %s — %s", ev->worker, (int)ev->pid,
                  cr_death_to_string(pm->category), pm->reason);
+}
+
+/* The accept queue saturated, or drained: one line each, and the figures
+ * as journal fields (`journalctl CORRAL_EVENT=accept-queue-saturated`). */
+static void log_queue(const struct cr_event *ev)
+{
+    const struct cr_acceptq_figures *q = ev->queue;
+    bool sat = ev->type == CR_EV_QUEUE_SATURATED;
+    char line[256], len[48], waited[48];
+    cr_acceptq_format(q, sat ? CR_ACCEPTQ_SATURATED : CR_ACCEPTQ_DRAINED, line, sizeof line);
+    snprintf(len, sizeof len, "CORRAL_QUEUE_LENGTH=%u", q->length);
+    snprintf(waited, sizeof waited, "CORRAL_QUEUE_WAITED_MS=%llu",
+             (unsigned long long)q->waited_ms);
+    const char *fields[] = {len, waited, NULL};
+    cr_log_event(sat ? CR_LOG_WARNING : CR_LOG_NOTICE, cr_event_type_to_string(ev->type), 0, 0,
+                 fields, "%s", line);
 }
 
 void cr_log_on_event(void *userdata, const struct cr_event *ev)
@@ -171,6 +190,8 @@ void cr_log_on_event(void *userdata, const struct cr_event *ev)
     (void)userdata;
     if (ev->type == CR_EV_WORKER_DIED && ev->postmortem)
         log_death(ev);
+    else if ((ev->type == CR_EV_QUEUE_SATURATED || ev->type == CR_EV_QUEUE_DRAINED) && ev->queue)
+        log_queue(ev);
     else if (ev->type == CR_EV_CONFIG && strcmp(ev->key, "log-level") == 0)
         cr_log_set_level(ev->config->log_level);
 }

@@ -1,7 +1,7 @@
 /* corrald: configuration in, supervisor out. The wiring lives here and
  * only here: the core is started, the outputs subscribe to its events, and
- * the inputs (control socket, metrics listener, memory watch, exit
- * notices, signals, worker notify messages) are opened and pointed down at
+ * the inputs (control socket, metrics listener, memory watch, accept
+ * watch, exit notices, signals, worker notify messages) are opened and pointed down at
  * it. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <uv.h>
 
+#include "acceptwatch.h"
 #include "cgtree.h"
 #include "config.h"
 #include "config_file.h"
@@ -42,6 +43,7 @@ struct wiring {
     struct cr_metrics_http *http;
     struct cr_sd *sd;
     struct cr_memwatch *mw;
+    struct cr_acceptwatch *aw;
     struct cr_termlog *termlog;
     struct cr_ondeath *ondeath;
     struct cr_exitwatch exits;
@@ -177,11 +179,13 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     int r;
     cr_supervisor_init(sup, loop, &sink);
     wi->exits = (struct cr_exitwatch){.sup = sup, .loop = loop};
-    if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0)
+    if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0 ||
+        (r = cr_acceptwatch_new(sup, loop, &wi->aw)) < 0)
         return r;
     cr_supervisor_subscribe(sup, cr_log_on_event, NULL);
     cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
     cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
+    cr_supervisor_subscribe(sup, cr_acceptwatch_on_event, wi->aw);
     cr_supervisor_subscribe(sup, cr_exitwatch_on_event, &wi->exits);
     cr_termlog_open(sup, &wi->termlog);
     if (wi->termlog)
@@ -276,8 +280,10 @@ int main(int argc, char **argv)
         cr_self_raise_priority(&sup.self, loop, sup.cfg.priority_boost);
     if (r >= 0)
         r = cr_supervisor_spawn_all(&sup);
-    if (r >= 0)
+    if (r >= 0) {
         cr_memwatch_start(wi.mw);
+        cr_acceptwatch_start(wi.aw);
+    }
     if (r < 0) {
         char why[160];
         if (r != -ECANCELED) /* -ECANCELED: the cause was logged where it was found */
@@ -300,6 +306,7 @@ int main(int argc, char **argv)
     wi.sd = cr_sd_free(wi.sd);
     wi.mw = cr_memwatch_free(wi.mw);
     wi.ondeath = cr_ondeath_free(wi.ondeath);
+    wi.aw = cr_acceptwatch_free(wi.aw);
     uv_loop_close(loop);
     cr_log(CR_LOG_INFO, "corrald exits %d", code);
     return code;

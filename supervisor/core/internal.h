@@ -1,7 +1,8 @@
 /* The data of the supervisor core: the worker table and the supervisor
  * that owns it. The core's files (supervisor.c with recycle.c, spares.c,
- * trace.c and pacer.c, operations.c, view.c), the inputs that keep per-worker readings
- * (memwatch.c, worker_notify.c) and main.c's wiring see inside; the outputs
+ * trace.c and pacer.c, operations.c, view.c), the inputs that keep
+ * per-worker readings (memwatch.c, worker_notify.c), the accept watch
+ * (acceptwatch.c) and main.c's wiring see inside; the outputs
  * read through view.h. scripts/include-graph holds that list.
  *
  * Types only: no functions live here (the include graph treats this file
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "acceptq.h"
 #include "cgtree.h"
 #include "config.h"
 #include "death.h"
@@ -140,6 +142,9 @@ struct cr_supervisor {
     struct cr_deaths deaths;
     uv_timer_t finish_timer; /* exits the loop once stopping and empty */
     struct cr_events events; /* who hears about what happens (subscribed in main.c) */
+    /* The accept queue's figures (inputs/acceptwatch.c; model/acceptq.h),
+     * read by the views (cr_supervisor_accept_queue). */
+    struct cr_acceptq_figures accept_queue;
 
     /* What the generations share, and the host facilities behind it. */
     struct cr_gen_host host;

@@ -785,6 +785,12 @@ bool cr_worker_event(struct cr_worker *w, enum cr_wevent e)
     }
     if (taken && w->state != CR_WS_GONE)
         check_roles(w);
+    /* A worker told to go (SIGTERM, SIGKILL), dying or reaped takes no
+     * more connections: corrald's copy of its reuseport socket must not
+     * keep the socket in the group, where the kernel would go on hashing
+     * connections onto it (wio.h). */
+    if (taken && !cr_wstate_accepts(w->state))
+        cr_io_drop_listener(&w->g);
     return taken;
 }
 

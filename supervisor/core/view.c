@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "page.h"
 #include "self.h"
+#include "wio.h"
 
 /* Serving: ready or blocked, and not on its way out. */
 static bool serving(const struct cr_worker *w)
@@ -89,6 +90,11 @@ const char *cr_worker_state_name(const struct cr_worker *w)
     return cr_wstate_to_string(w->state);
 }
 
+const struct cr_acceptq_figures *cr_supervisor_accept_queue(const struct cr_supervisor *sup)
+{
+    return &sup->accept_queue;
+}
+
 const struct cr_worker *cr_view_first(const struct cr_supervisor *sup)
 {
     return sup->workers;
@@ -99,7 +105,45 @@ const struct cr_worker *cr_view_next(const struct cr_worker *w)
     return w->next;
 }
 
-void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
+void cr_view_fresh_begin(struct cr_view_fresh *f)
+{
+    *f = (struct cr_view_fresh){0};
+}
+
+/* The memory figures of a view: read now when the budget allows, else the
+ * last sample (or the worker's own report) with its age. A worker without
+ * a process has none: its last process's figures are not its own. */
+static void memory_now(const struct cr_worker *w, struct cr_view_fresh *fresh,
+                       struct cr_worker_view *v)
+{
+    const struct cr_gen *g = &w->g;
+    uint64_t now = cr_now_ms(w->sup);
+    if (!g->pid)
+        return;
+    bool read = fresh && cr_wstate_sampled(w->state) && fresh->read < CR_VIEW_FRESH_MAX;
+    if (read)
+        fresh->read++;
+    /* Under --pss the figure asked for is PSS, which only the watch's
+     * samples read (a statm descriptor may be open still, until its next). */
+    if (read && !w->sup->cfg.pss && (v->rss = cr_io_resident_now(g)))
+        v->rss_age_ms = 0;
+    else if ((v->rss = g->mem.rss))
+        v->rss_age_ms = now - g->mem.rss_at;
+    else if ((g->report.last.present & CR_NF_RSS) && (v->rss = g->report.last.rss))
+        v->rss_age_ms = now - g->report.last_at;
+    if (!v->cg)
+        return;
+    uint64_t usage = 0;
+    if (read && cr_cgroup_peek_usage(g->cg.cg, &usage) == 0 && usage) {
+        v->cg_usage = usage;
+        v->cg_usage_age_ms = 0;
+    } else if ((v->cg_usage = g->mem.cg_usage)) {
+        v->cg_usage_age_ms = now - g->mem.cg_usage_at;
+    }
+}
+
+void cr_view_worker(const struct cr_worker *w, struct cr_view_fresh *fresh,
+                    struct cr_worker_view *ret)
 {
     const struct cr_supervisor *sup = w->sup;
     const struct cr_gen *g = &w->g;
@@ -127,8 +171,7 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
         .spoke = g->report.speech != CR_SPEECH_SILENT,
         .unannounced = w->readiness == CR_READINESS_ASSUMED && w->state != CR_WS_STARTING,
         .heap_limit_given = g->heap_limit_given,
-        .rss = g->mem.rss ? g->mem.rss : g->report.last.rss,
-        .cg_usage = g->mem.cg_usage,
+        .cg = g->cg.cg != NULL,
         .cg_limit = g->cg.limit,
         .cg_soft = sup->cfg.memory_soft,
         .cgroup = g->cg.cg ? cr_cgroup_rel(g->cg.cg) : NULL,
@@ -138,6 +181,7 @@ void cr_view_worker(const struct cr_worker *w, struct cr_worker_view *ret)
         .last_death = died ? cr_death_to_string(slot->last_death) : NULL,
         .last_death_reason = died ? slot->last_death_reason : NULL,
     };
+    memory_now(w, fresh, ret);
     if (cr_wstate_sampled(w->state))
         cr_page_request(g->page, &ret->request);
 }
@@ -170,6 +214,9 @@ void cr_view_supervisor(const struct cr_supervisor *sup, struct cr_supervisor_vi
         .promotions = sup->spares.promotions,
         .early_promotions = sup->spares.early_promotions,
         .freezer = cr_freeze_method(&sup->freezing),
+        .accept_queue = &sup->accept_queue,
+        .accept_queue_age_ms =
+            sup->accept_queue.known ? cr_now_ms(sup) - sup->accept_queue.sampled_at : 0,
     };
 }
 

@@ -34,6 +34,11 @@ bool ctl_known(const cJSON *o, const char *k)
     return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k));
 }
 
+bool ctl_stale(const cJSON *o, const char *age_key)
+{
+    return ctl_known(o, age_key) && ctl_num(o, age_key) >= CTL_STALE_MS;
+}
+
 void ctl_fmt_known(const cJSON *o, const char *k, void (*fmt)(double, char *, size_t), char *buf,
                    size_t len)
 {
@@ -146,6 +151,20 @@ void ctl_print_supervisor(FILE *f, const struct ctl_style *st, const cJSON *s)
             c(st, BOLD), ctl_str(s, "version"), rs(st), ctl_num(s, "pid"), up,
             ctl_str(s, "state"), ctl_num(s, "workers_ready"), ctl_num(s, "workers_target"),
             ctl_str(l, "address"), ctl_str(l, "balance"), ctl_str(cg, "layout"));
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(s, "listen_queue");
+    if (cJSON_IsObject(q)) {
+        bool sat = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "saturated"));
+        fprintf(f, "%saccept queue: %.0f/%.0f waiting", c(st, sat ? RED : ""),
+                ctl_num(q, "length"), ctl_num(q, "max"));
+        if (ctl_num(q, "waited_ms") > 0)
+            fprintf(f, ", for up to %.0f ms", ctl_num(q, "waited_ms"));
+        if (sat)
+            fputs(" - SATURATED: add workers", f);
+        if (ctl_num(q, "saturations") > 0)
+            fprintf(f, " (saturated %.0f time%s since start)", ctl_num(q, "saturations"),
+                    ctl_num(q, "saturations") == 1 ? "" : "s");
+        fprintf(f, "%s\n", rs(st));
+    }
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(s, "spares");
     if (sp && ctl_num(sp, "target") > 0)
         fprintf(f, "spares: %.0f/%.0f frozen (%s), %.0f starting, %.0f promoted\n",
@@ -183,9 +202,13 @@ static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
     double usage = ctl_num(w, "cgroup_usage_bytes"), limit = ctl_num(w, "cgroup_limit_bytes");
     ctl_fmt_ms(ctl_num(w, "uptime_ms"), up, sizeof(up));
     ctl_fmt_known(w, "rss_bytes", ctl_fmt_bytes, rss, sizeof(rss));
+    if (ctl_stale(w, "rss_age_ms"))
+        strncat(rss, "~", sizeof(rss) - strlen(rss) - 1);
     ctl_fmt_known(w, "heap_used_bytes", ctl_fmt_bytes, heap, sizeof(heap));
     ctl_fmt_known(w, "heap_limit_bytes", ctl_fmt_bytes, hl, sizeof(hl));
-    ctl_fmt_bytes(usage, use, sizeof(use));
+    ctl_fmt_known(w, "cgroup_usage_bytes", ctl_fmt_bytes, use, sizeof(use));
+    if (ctl_stale(w, "cgroup_usage_age_ms"))
+        strncat(use, "~", sizeof(use) - strlen(use) - 1);
     ctl_fmt_known(w, "loop_delay_p99_us", ctl_fmt_us, p99, sizeof(p99));
     ctl_fmt_known(w, "loop_delay_max_us", ctl_fmt_us, mx, sizeof(mx));
     ctl_fmt_known(w, "elu", ctl_fmt_ratio, elu, sizeof(elu));
@@ -199,7 +222,7 @@ static void worker_row(FILE *f, const struct ctl_style *st, const cJSON *w)
         snprintf(ul, sizeof(ul), "%s/%s", use, lim);
         fprintf(f, " %-13s", ul);
     } else {
-        fprintf(f, "%-12s %-13s", "no limit", usage > 0 ? use : "-");
+        fprintf(f, "%-12s %-13s", "no limit", use);
     }
     fprintf(f, " %7s %7s %5s", p99, mx, elu);
     const cJSON *ld = cJSON_GetObjectItemCaseSensitive(w, "last_death");
@@ -217,15 +240,20 @@ void ctl_print_workers(FILE *f, const struct ctl_style *st, const cJSON *workers
                "CGROUP MEMORY              LOOP p99     MAX   ELU  LAST DEATH%s\n",
             c(st, BOLD), rs(st));
     const cJSON *w;
-    bool marked = false;
+    bool marked = false, stale = false;
     cJSON_ArrayForEach(w, workers)
     {
         worker_row(f, st, w);
         marked |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "unannounced"));
+        stale |= ctl_stale(w, "rss_age_ms") || ctl_stale(w, "cgroup_usage_age_ms");
     }
     if (marked)
         fprintf(f, "%s* unannounced: ready by its --ready mode, not by READY=1; - = not reported%s\n",
                 c(st, DIM), rs(st));
+    if (stale)
+        fprintf(f, "%s~ read %.0f ms or more before this answer (rss_age_ms, "
+                   "cgroup_usage_age_ms); - = not known%s\n",
+                c(st, DIM), CTL_STALE_MS, rs(st));
 }
 
 static void print_value(FILE *f, const cJSON *v, int indent)
@@ -346,9 +374,14 @@ void ctl_print_event(FILE *f, const struct ctl_style *st, const cJSON *e)
     char when[16];
     fmt_clock(ctl_num(e, "time_ms"), when, sizeof(when));
     const char *ev = ctl_str(e, "event");
-    bool bad = strcmp(ev, "died") == 0 || strcmp(ev, "failed") == 0 || strcmp(ev, "blocked") == 0;
-    fprintf(f, "%s  worker %-3.0f pid %-7.0f gen %-3.0f %s%-10s%s", when, ctl_num(e, "worker"),
-            ctl_num(e, "pid"), ctl_num(e, "generation"), c(st, bad ? RED : GREEN), ev, rs(st));
+    bool bad = strcmp(ev, "died") == 0 || strcmp(ev, "failed") == 0 ||
+               strcmp(ev, "blocked") == 0 || strcmp(ev, "accept-queue-saturated") == 0;
+    if (!cJSON_GetObjectItemCaseSensitive(e, "worker")) /* about corrald, not one worker */
+        fprintf(f, "%s  %-30s %s%s%s", when, "corrald", c(st, bad ? RED : GREEN), ev, rs(st));
+    else
+        fprintf(f, "%s  worker %-3.0f pid %-7.0f gen %-3.0f %s%-10s%s", when,
+                ctl_num(e, "worker"), ctl_num(e, "pid"), ctl_num(e, "generation"),
+                c(st, bad ? RED : GREEN), ev, rs(st));
     if (*ctl_str(e, "category"))
         fprintf(f, " %s", ctl_str(e, "category"));
     if (*ctl_str(e, "reason"))

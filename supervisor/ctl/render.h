@@ -48,6 +48,12 @@ bool ctl_known(const cJSON *o, const char *k);
 /* o[k] formatted by fmt, or "-" when it is unknown (never a made-up 0). */
 void ctl_fmt_known(const cJSON *o, const char *k, void (*fmt)(double, char *, size_t), char *buf,
                    size_t len);
+/* A figure older than this when corrald answered is marked "~" (corrald
+ * reads memory again for each answer; one it could not read in time, or
+ * cheaply, shows its last sample and that sample's age). */
+#define CTL_STALE_MS 1000.0
+/* True when o[age_key] (a figure's age in ms) is CTL_STALE_MS or more. */
+bool ctl_stale(const cJSON *o, const char *age_key);
 void ctl_fmt_ratio(double r, char *buf, size_t len);
 const char *ctl_str(const cJSON *o, const char *k);
 const char *ctl_state_color(const struct ctl_style *st, const char *state);

@@ -106,7 +106,10 @@ static void draw_worker(FILE *f, const struct ctl_style *st, const cJSON *w, str
         snprintf(req, sizeof(req), "-");
     fprintf(f, "%3.0f %s%-9s%s %7.0f  rss %6s ", ctl_num(w, "id"), ctl_state_color(st, state),
             state, st->color ? ctl_reset : "", ctl_num(w, "pid"), rss);
-    if (limit > 0) {
+    if (limit > 0 && !ctl_known(w, "cgroup_usage_bytes")) {
+        ctl_fmt_bytes(limit, lim, sizeof(lim));
+        fprintf(f, "%-18s of %s", "usage not read yet", lim); /* an empty bar would say 0 */
+    } else if (limit > 0) {
         ctl_fmt_bytes(limit, lim, sizeof(lim));
         ctl_bar(f, st, usage, limit, 16);
         fprintf(f, " of %s", lim);

@@ -147,6 +147,7 @@ void cr_cgworker_evidence(struct cr_gen *g, struct cr_death_evidence *ev, struct
         ev->own_shared = true;
         ev->own_path = cr_cgroup_rel(shared);
         enclosing_evidence(t, ev);
+        pm->oom_scope = CR_PM_OOM_KILLS;
         pm->oom_own = ev->own;
         pm->oom_ancestor = ev->ancestor;
         return;
@@ -154,6 +155,7 @@ void cr_cgworker_evidence(struct cr_gen *g, struct cr_death_evidence *ev, struct
     ev->own_path = cr_cgroup_rel(g->cg.cg);
     ev->own_limit = g->cg.limit;
     enclosing_evidence(t, ev);
+    pm->oom_scope = CR_PM_OOM_ALL;
     pm->oom_own = ev->own;
     pm->oom_ancestor = ev->ancestor;
     uint64_t peak = 0;
@@ -162,7 +164,7 @@ void cr_cgworker_evidence(struct cr_gen *g, struct cr_death_evidence *ev, struct
         ev->own_peak = peak;
     }
     struct cr_cgroup_stat st = {0};
-    if (cr_cgroup_read_stat(g->cg.cg, &st) == 0)
+    if ((pm->memstat_read = cr_cgroup_read_stat(g->cg.cg, &st) == 0))
         pm->memstat =
             (struct cr_postmortem_memstat){st.anon, st.file, st.kernel, st.slab, st.sock, st.shmem};
 }

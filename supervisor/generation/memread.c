@@ -60,8 +60,11 @@ int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct 
     if (!m->samples && cr_trend_ring_new(in->ring, &m->samples) < 0)
         return -ENOMEM;
     m->rss = in->rss;
+    m->rss_at = in->now;
     if (in->cg)
         m->cg_usage = in->cg_usage;
+    if (in->cg && in->cg_read)
+        m->cg_usage_at = in->now;
     m->sampled_at = in->now;
     struct cr_sample s = {
         .t_ms = in->now,
@@ -82,6 +85,12 @@ int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct 
     m->verdict_at = in->now;
     cr_trend_format(&t, m->verdict_text, sizeof(m->verdict_text));
     return 1;
+}
+
+void cr_mem_note_resident(struct cr_mem *m, uint64_t rss, uint64_t now)
+{
+    m->rss = rss;
+    m->rss_at = now;
 }
 
 unsigned cr_mem_over_soft(struct cr_mem *m, uint64_t usage, uint64_t soft, uint64_t now)

@@ -16,6 +16,7 @@ struct cr_mem {
     uint64_t sampled_at;           /* loop ms of the last sample; 0 = none */
     unsigned round;                /* the memory watch's last round that looked at it */
     uint64_t rss, cg_usage;        /* the last readings that succeeded; 0 = none yet */
+    uint64_t rss_at, cg_usage_at;  /* loop ms each was read (a view shows their age) */
     enum cr_trend_verdict verdict;
     uint64_t verdict_at; /* loop ms of the sample that gave it; 0 = none yet */
     char verdict_text[256];
@@ -38,7 +39,8 @@ struct cr_mem_reading {
     uint64_t now;      /* loop ms */
     uint64_t rss;      /* > 0 */
     bool cg;           /* the worker has a group of its own ... */
-    uint64_t cg_usage; /* ... and this is its usage (kept from before when unread) */
+    bool cg_read;      /* ... whose usage was read now ... */
+    uint64_t cg_usage; /* ... as this (kept from before when unread) */
     uint64_t cg_limit; /* its hard limit; 0 = none */
     size_t ring;       /* the ring's capacity (--sample-ring) */
 };
@@ -49,4 +51,7 @@ struct cr_mem_reading {
 int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct cr_report *rep);
 /* Counts a usage against the soft limit (0: none): the consecutive samples
  * above it, 0 below. */
+/* A reading of the resident size alone, between samples (the watch of a
+ * limit corrald enforces itself): the ring is not touched. */
+void cr_mem_note_resident(struct cr_mem *m, uint64_t rss, uint64_t now);
 unsigned cr_mem_over_soft(struct cr_mem *m, uint64_t usage, uint64_t soft, uint64_t now);

@@ -11,9 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acceptq.h"
 #include "config.h"
 #include "cr_cgroup.h"
 #include "gen.h"
+#include "listen.h"
 #include "log.h"
 #include "ring.h"
 #include "spawnproc.h"
@@ -40,6 +42,11 @@ struct cr_wio {
     bool execd;   /* the exec succeeded: /proc/<pid> shows the worker's own image */
     int mem_fd;   /* /proc/<pid>/statm or smaps_rollup, kept open for sampling */
     bool mem_pss; /* which of the two mem_fd is */
+    /* --balance reuseport: corrald's copy of the worker's own listening
+     * socket, and its accept queue across samples (the accept watch);
+     * -1 once the worker no longer accepts (cr_io_drop_listener). */
+    int listen_fd;
+    struct cr_acceptq_sock listen_q;
 
     struct io_output *out; /* NULL until the first output byte */
     /* The stream form of the notify protocol, held only while a message is
@@ -57,6 +64,8 @@ static void io_closed(uv_handle_t *h)
                 close(io->fd[i]);
         if (io->mem_fd >= 0)
             close(io->mem_fd);
+        if (io->listen_fd >= 0)
+            close(io->listen_fd);
         free(io->out);
         free(io->ns);
         free(io);
@@ -80,6 +89,11 @@ void cr_io_release(struct cr_gen *g)
     io->g = NULL;
     for (int i = 0; i < IO_MAX; i++)
         io_stop(io, i);
+    /* The listening socket at once: it must not outlive the process in
+     * the reuseport group (io_closed may wait for libuv). */
+    if (io->listen_fd >= 0)
+        close(io->listen_fd);
+    io->listen_fd = -1;
     /* Drops the generation's own reference (see cr_io_adopt). */
     uv_handle_t ref = {.data = io};
     io_closed(&ref);
@@ -101,6 +115,48 @@ int cr_io_mem_fd(struct cr_gen *g, bool pss, bool reopen)
         io->mem_pss = pss;
     }
     return io->mem_fd;
+}
+
+void cr_io_keep_listener(struct cr_gen *g, int fd)
+{
+    struct cr_wio *io = g->io;
+    if (!io) {
+        close(fd);
+        return;
+    }
+    if (io->listen_fd >= 0)
+        close(io->listen_fd);
+    io->listen_fd = fd;
+    io->listen_q = (struct cr_acceptq_sock){0};
+}
+
+void cr_io_drop_listener(struct cr_gen *g)
+{
+    struct cr_wio *io = g->io;
+    if (!io || io->listen_fd < 0)
+        return;
+    close(io->listen_fd);
+    io->listen_fd = -1;
+}
+
+int cr_io_listen_queue(struct cr_gen *g, uint64_t now, uint32_t *length, uint32_t *max,
+                       struct cr_acceptq_seen *seen)
+{
+    struct cr_wio *io = g->io;
+    if (!io || io->listen_fd < 0)
+        return 0;
+    int r = cr_listen_queue(io->listen_fd, length, max);
+    if (r > 0)
+        *seen = cr_acceptq_sock_observe(&io->listen_q, *length, now);
+    return r;
+}
+
+uint64_t cr_io_resident_now(const struct cr_gen *g)
+{
+    const struct cr_wio *io = g->io;
+    if (!io || !io->execd || io->mem_fd < 0 || io->mem_pss)
+        return 0;
+    return cr_mem_read_resident(io->mem_fd, false);
 }
 
 void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len)
@@ -335,6 +391,7 @@ int cr_io_adopt(struct cr_gen *g, int out_fd, int ns_fd, int exec_fd)
     io->fd[IO_OOM] = -1;
     io->fd[IO_EXEC] = exec_fd;
     io->mem_fd = -1;
+    io->listen_fd = -1;
     g->io = io;
     if (g->cg.cg && cr_cgroup_oom_fd(g->cg.cg, &io->fd[IO_OOM]) < 0)
         io->fd[IO_OOM] = -1; /* counters are still read at death */

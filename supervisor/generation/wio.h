@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The last output bytes of a generation, kept for its post-mortem. */
 #define CR_STDERR_TAIL 4096
@@ -39,5 +40,31 @@ void cr_io_tail(const struct cr_gen *g, char *buf, size_t *len);
  * shell wrapper). -1 before the exec, after the release, or when it
  * cannot be opened. */
 int cr_io_mem_fd(struct cr_gen *g, bool pss, bool reopen);
+/* Resident bytes now, for a view that answers a request (status, metrics):
+ * one pread of the statm descriptor the memory watch opened, nothing
+ * opened and nothing written (the watch stays the one writer of g->mem).
+ * 0 when there is no such descriptor yet, when it is smaps_rollup (--pss:
+ * a walk of the whole address space, too dear per request), or when the
+ * process has exited (statm reads as zeros until the reap). */
+uint64_t cr_io_resident_now(const struct cr_gen *g);
+/* --balance reuseport: the worker's own listening socket, bound by
+ * corrald for this generation. Without a copy of corrald's its queue could
+ * not be read; with one, the socket stays in the reuseport group for as
+ * long as corrald holds it, and the kernel keeps hashing connections onto
+ * it even after the worker closed its own descriptor (a drain) or died —
+ * connections that would wait unanswered and then be reset. So the copy
+ * lives exactly as long as the worker accepts: taken at the spawn (fd is
+ * owned from then on, closed if the generation has no descriptors),
+ * dropped when the worker leaves the accepting states (the table's driver
+ * calls cr_io_drop_listener as it does: a drain's SIGTERM, a kill, an exit
+ * notice, the reap) and by cr_io_release. */
+void cr_io_keep_listener(struct cr_gen *g, int fd);
+void cr_io_drop_listener(struct cr_gen *g);
+/* The accept queue of that socket, sampled at loop time now: 1 with
+ * *length, *max and *seen (its bounds, acceptq.h) set; 0 when corrald
+ * holds no such socket (shared balance, or dropped); -errno. */
+struct cr_acceptq_seen;
+int cr_io_listen_queue(struct cr_gen *g, uint64_t now, uint32_t *length, uint32_t *max,
+                       struct cr_acceptq_seen *seen);
 /* Lets go of the descriptors; they close once libuv is done with them. */
 void cr_io_release(struct cr_gen *g);

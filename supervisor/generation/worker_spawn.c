@@ -337,6 +337,11 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     }
     r = adopt(g, &res, outp[0], ns[0]);
     outp[0] = ns[0] = -1; /* taken, even on failure */
+    if (r >= 0 && own.fd >= 0) {
+        /* Kept to read its accept queue while the worker accepts (wio.h). */
+        cr_io_keep_listener(g, own.fd);
+        own.fd = -1;
+    }
     /* A v1 spare is frozen through the freezer hierarchy. The child moved
      * itself into its memory group only; the parent adds it here, long
      * before it can be ready and frozen. A spare that cannot be frozen must

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,22 @@ fail:
 out:
     freeaddrinfo(ai);
     return r;
+}
+
+int cr_listen_queue(int fd, uint32_t *length, uint32_t *max)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (fd < 0)
+        return 0;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+        return errno == EOPNOTSUPP || errno == ENOPROTOOPT ? 0 : -errno;
+    if (len < offsetof(struct tcp_info, tcpi_sacked) + sizeof(ti.tcpi_sacked) ||
+        ti.tcpi_state != TCP_LISTEN)
+        return 0;
+    *length = ti.tcpi_unacked;
+    *max = ti.tcpi_sacked;
+    return 1;
 }
 
 void cr_listen_close(struct cr_listener *l)

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct cr_listener {
     int fd;              /* CLOEXEC; -1 when none */
@@ -27,5 +28,14 @@ int cr_listen_split(const char *hostport, char *host, size_t hostlen, char *port
 /* A bound socket's address as "127.0.0.1:8080" or "[::1]:80" (port
  * resolved), else "fd N". */
 void cr_listen_describe(int fd, char *buf, size_t len);
+
+/* The accept queue of a listening TCP socket: one getsockopt(TCP_INFO),
+ * whose tcpi_unacked is, for a socket in LISTEN, the connections completed
+ * and not yet accepted, and tcpi_sacked the backlog (the kernel answers
+ * both from the socket itself: no walk of anything). 1 with *length and
+ * *max set; 0 for a socket that is not a listening TCP socket (a Unix
+ * socket from systemd; the bound, not listening, reuseport primary);
+ * -errno. */
+int cr_listen_queue(int fd, uint32_t *length, uint32_t *max);
 
 void cr_listen_close(struct cr_listener *l);

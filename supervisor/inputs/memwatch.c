@@ -134,7 +134,7 @@ static void sample_worker(struct cr_worker *w)
                                 .cg_usage = g->mem.cg_usage, .cg_limit = g->cg.limit,
                                 .ring = sup->cfg.sample_ring};
     if (g->cg.cg)
-        cr_cgroup_read_usage(g->cg.cg, &in.cg_usage);
+        in.cg_read = cr_cgroup_read_usage(g->cg.cg, &in.cg_usage) == 0;
     enum cr_trend_verdict was = g->mem.verdict;
     if (cr_mem_take(&g->mem, &in, &g->report) == 1) {
         enum cr_trend_verdict v = g->mem.verdict;
@@ -165,7 +165,7 @@ static void on_near(uv_timer_t *t)
         uint64_t rss = cr_mem_read_resident(cr_io_mem_fd(&w->g, pss, false), pss);
         if (!rss)
             continue; /* exited, not reaped yet: the last reading stands */
-        w->g.mem.rss = rss;
+        cr_mem_note_resident(&w->g.mem, rss, cr_now_ms(w->sup));
         check_hard_limit(w, rss);
         near |= near_limit(w);
     }

@@ -38,6 +38,7 @@ struct cr_config {
     unsigned workers;          /* 0 = uv_available_parallelism() */
     char *listen;              /* HOST:PORT */
     enum cr_balance balance;
+    uint64_t saturated_after_ms; /* the accept queue waited this long: saturated; 0 = off */
     char *control;             /* control socket path; NULL = default */
     char *control_group;       /* group allowed on the control socket */
     char *control_allow_uids;  /* extra uids, comma separated */

@@ -37,6 +37,19 @@ const struct cr_opt cr_options[] = {
      .arg = "MODE",
      .def = "shared",
      .help = "shared (one accept queue) or reuseport (a socket per worker)"},
+    /* 100 ms: five of the accept watch's 25 ms samples in a row that saw
+     * connections waiting, so a burst the workers absorb within a loop
+     * turn or two is never called a saturation; and well below what a
+     * person notices or a client's timeout, so the event comes while there
+     * is still time to add workers. */
+    {.name = "saturated-after",
+     .type = OPT_MS_MS,
+     .offset = OFF(saturated_after_ms),
+     DUR(0),
+     .live = true,
+     .arg = "MS",
+     .def = "100",
+     .help = "the accept queue holding connections this long: saturated (0 = never)"},
     {.name = "control",
      .type = OPT_STR,
      .offset = OFF(control),

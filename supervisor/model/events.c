@@ -26,6 +26,8 @@ static const char *const names[_CR_EV_MAX] = {
     [CR_EV_CONFIG] = "config",             [CR_EV_RELOAD] = "reload",
     [CR_EV_LAME_DUCK] = "lame-duck",       [CR_EV_STOPPING] = "stopping",
     [CR_EV_FINISHED] = "finished",
+    [CR_EV_QUEUE_SATURATED] = "accept-queue-saturated",
+    [CR_EV_QUEUE_DRAINED] = "accept-queue-drained",
 };
 
 const char *cr_event_type_to_string(enum cr_event_type t)

@@ -21,6 +21,7 @@
 
 struct cr_postmortem;
 struct cr_config;
+struct cr_acceptq_figures;
 
 enum cr_event_type {
     CR_EV_WORKER_STATE,   /* a worker changed state; `name` is the protocol's word for it */
@@ -32,6 +33,8 @@ enum cr_event_type {
     CR_EV_LAME_DUCK,      /* a stop began with --stop-delay: serving on, /readyz failing */
     CR_EV_STOPPING,       /* the drain began: every worker is draining */
     CR_EV_FINISHED,       /* stopping and the table is empty: close inputs and outputs */
+    CR_EV_QUEUE_SATURATED, /* the accept queue held connections for --saturated-after: `queue` */
+    CR_EV_QUEUE_DRAINED,   /* ... and was seen empty again: `queue` */
     _CR_EV_MAX,
 };
 
@@ -60,6 +63,9 @@ struct cr_event {
     /* CR_EV_RELOAD */
     enum cr_reload_phase phase;
     unsigned failed;
+
+    /* CR_EV_QUEUE_*: the accept queue's figures at the round that changed */
+    const struct cr_acceptq_figures *queue;
 };
 
 typedef void (*cr_event_fn)(void *userdata, const struct cr_event *ev);

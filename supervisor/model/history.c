@@ -219,13 +219,31 @@ static bool add_known(cJSON *o, const char *k, bool known, uint64_t v)
     return known ? add_num(o, k, (double)v) : cJSON_AddNullToObject(o, k) != NULL;
 }
 
+/* The OOM counters, as far as the group evidence knew them. */
+static bool add_ooms(cJSON *o, const struct cr_postmortem *pm)
+{
+    if (pm->oom_scope == CR_PM_OOM_UNKNOWN)
+        return cJSON_AddNullToObject(o, "oom_own") && cJSON_AddNullToObject(o, "oom_ancestor");
+    if (pm->oom_scope == CR_PM_OOM_ALL && !add_oom(o, "oom_own", &pm->oom_own))
+        return false;
+    if (pm->oom_scope == CR_PM_OOM_KILLS) {
+        cJSON *own = cJSON_AddObjectToObject(o, "oom_own");
+        if (!own || !cJSON_AddNullToObject(own, "max") || !cJSON_AddNullToObject(own, "oom") ||
+            !add_num(own, "oom_kill", (double)pm->oom_own.oom_kill))
+            return false;
+    }
+    return add_oom(o, "oom_ancestor", &pm->oom_ancestor);
+}
+
 static bool add_memory(cJSON *o, const struct cr_postmortem *pm)
 {
-    return add_num(o, "rss_bytes", (double)pm->rss) &&
-           add_num(o, "cg_usage_bytes", (double)pm->cg_usage) &&
-           add_num(o, "cg_peak_bytes", (double)pm->cg_peak) &&
-           add_limit(o, "cg_limit_bytes", pm->cg_limit) && add_memstat(o, &pm->memstat) &&
-           add_oom(o, "oom_own", &pm->oom_own) && add_oom(o, "oom_ancestor", &pm->oom_ancestor) &&
+    return add_known(o, "rss_bytes", pm->rss != 0, pm->rss) &&
+           add_known(o, "cg_usage_bytes", pm->cg_usage != 0, pm->cg_usage) &&
+           add_known(o, "cg_peak_bytes", pm->cg_peak != 0, pm->cg_peak) &&
+           add_limit(o, "cg_limit_bytes", pm->cg_limit) &&
+           (pm->memstat_read ? add_memstat(o, &pm->memstat)
+                             : cJSON_AddNullToObject(o, "memory_stat") != NULL) &&
+           add_ooms(o, pm) &&
            add_num(o, "oom_system_kills", (double)pm->oom_system) &&
            add_known(o, "heap_used_bytes", !pm->heap_unknown, pm->heap_used) &&
            add_known(o, "heap_total_bytes", !pm->heap_unknown, pm->heap_total) &&
@@ -382,6 +400,13 @@ static void putf(struct line *l, const char *fmt, ...)
         put(l, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
+/* key=value for a known figure; nothing for an unknown one. */
+static void put_known(struct line *l, const char *key, bool known, uint64_t v)
+{
+    if (known)
+        putf(l, " %s=%" PRIu64, key, v);
+}
+
 /* key="value" with \" \\ \n escaped and control bytes as '?'. */
 static void put_quoted(struct line *l, const char *key, const char *s, size_t n)
 {
@@ -434,14 +459,19 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
         putf(&l, " signal=SIG%s", sigabbrev_np(pm->signal) ? sigabbrev_np(pm->signal) : "?");
     putf(&l, " core_dumped=%s via_shell=%s uptime_ms=%" PRIu64, pm->core_dumped ? "true" : "false",
          pm->via_shell ? "true" : "false", pm->uptime_ms);
-    putf(&l, " rss_bytes=%" PRIu64 " cg_usage_bytes=%" PRIu64 " cg_peak_bytes=%" PRIu64, pm->rss,
-         pm->cg_usage, pm->cg_peak);
-    if (pm->cg_limit && pm->cg_limit != UINT64_MAX)
-        putf(&l, " cg_limit_bytes=%" PRIu64, pm->cg_limit);
-    putf(&l, " heap_used_bytes=%" PRIu64 " heap_limit_bytes=%" PRIu64 " external_bytes=%" PRIu64,
-         pm->heap_used, pm->heap_limit, pm->external);
-    putf(&l, " oom_kill_own=%" PRIu64 " oom_kill_ancestor=%" PRIu64 " oom_kill_system=%" PRIu64,
-         pm->oom_own.oom_kill, pm->oom_ancestor.oom_kill, pm->oom_system);
+    /* What the JSON says null for has no key here (unknown is not 0). */
+    put_known(&l, "rss_bytes", pm->rss != 0, pm->rss);
+    put_known(&l, "cg_usage_bytes", pm->cg_usage != 0, pm->cg_usage);
+    put_known(&l, "cg_peak_bytes", pm->cg_peak != 0, pm->cg_peak);
+    put_known(&l, "cg_limit_bytes", pm->cg_limit && pm->cg_limit != UINT64_MAX, pm->cg_limit);
+    put_known(&l, "heap_used_bytes", !pm->heap_unknown, pm->heap_used);
+    put_known(&l, "heap_limit_bytes", pm->heap_limit && pm->heap_limit != UINT64_MAX,
+              pm->heap_limit);
+    put_known(&l, "external_bytes", !pm->heap_unknown, pm->external);
+    put_known(&l, "oom_kill_own", pm->oom_scope != CR_PM_OOM_UNKNOWN, pm->oom_own.oom_kill);
+    put_known(&l, "oom_kill_ancestor", pm->oom_scope != CR_PM_OOM_UNKNOWN,
+              pm->oom_ancestor.oom_kill);
+    putf(&l, " oom_kill_system=%" PRIu64, pm->oom_system);
     put_quoted(&l, "reason", pm->reason, strnlen(pm->reason, sizeof(pm->reason)));
     if (pm->request.known && pm->request.serving) {
         char rq[sizeof(pm->request.method) + sizeof(pm->request.target) + 1];

@@ -17,8 +17,9 @@
 #include "trend.h"
 #include "wpage.h"
 
-/* memory.stat at death (the fields corral reports; 0 = not read). Plain
- * fields so that this header does not depend on the cgroups module. */
+/* memory.stat at death (the fields corral reports; known when the
+ * record's memstat_read is set). Plain fields so that this header does not
+ * depend on the cgroups module. */
 struct cr_postmortem_memstat {
     uint64_t anon;
     uint64_t file;
@@ -90,14 +91,24 @@ struct cr_postmortem {
     bool planned;
     bool inferred;
 
-    /* Last memory readings. Limits: 0 or UINT64_MAX = none/unknown. */
+    /* Last memory readings; 0 = unknown (never read: no group of its own,
+     * no sample before it died, a kernel without memory.peak), never a
+     * measured 0 (a process and the group it ran in always hold pages).
+     * Limits: 0 or UINT64_MAX = none. */
     uint64_t rss;
     uint64_t cg_usage;
     uint64_t cg_peak;
     uint64_t cg_limit;
+    bool memstat_read; /* memstat holds the group's memory.stat */
     struct cr_postmortem_memstat memstat;
 
-    /* OOM counter deltas across the worker's life (as in the evidence). */
+    /* OOM counter deltas across the worker's life (as in the evidence),
+     * as far as oom_scope says they are known. */
+    enum cr_pm_oom {
+        CR_PM_OOM_UNKNOWN, /* no group to count in (--no-cgroups, no shared group read) */
+        CR_PM_OOM_KILLS,   /* a group shared with corrald: oom_own's kill count alone */
+        CR_PM_OOM_ALL,     /* its own group: every counter */
+    } oom_scope;
     struct cr_oom_delta oom_own;
     struct cr_oom_delta oom_ancestor;
     uint64_t oom_system;
@@ -169,18 +180,20 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
 
 /* One logfmt line (no newline) into buf: key=value pairs, values with
  * spaces or quotes quoted and escaped, plus the last non-empty stderr line
- * (stderr_last, at most 200 bytes). Returns the length written, or -ENOBUFS
- * when size was too small (buf then holds a truncated, NUL-terminated line),
- * -EINVAL on NULL arguments or size 0. 3072 bytes is always enough. */
+ * (stderr_last, at most 200 bytes). A figure the JSON shows as null (never
+ * reported, never read, no limit) has no key at all: never a made-up 0.
+ * Returns the length written, or -ENOBUFS when size was too small (buf
+ * then holds a truncated, NUL-terminated line), -EINVAL on NULL arguments
+ * or size 0. 3072 bytes is always enough. */
 int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_t size);
 
 /* ---- the ring ---- */
 
 /* A record is a fixed size, so that the ring is one allocation made at
- * start-up and never grows: sizeof(struct cr_postmortem) is 15,008 bytes
+ * start-up and never grows: sizeof(struct cr_postmortem) is 15,024 bytes
  * (the 8 KiB stack, the 4 KiB stderr tail, the 400-byte request, the
  * 384-byte reason, 1,208 bytes of memory series, the trend's 256-byte
- * detail, the figures); the default 256 records cost 3.66 MiB, the
+ * detail, the figures); the default 256 records cost 3.67 MiB, the
  * maximum 65536 records 938 MiB. test_history.c prints the figure and
  * bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256

@@ -143,14 +143,15 @@ static const struct {
     bool unseen;
     bool spawned; /* a spawn leads here */
     bool spare;
+    bool accepts; /* its process may take connections */
     const char *deadline;
 } states[_CR_WS_MAX] = {
     [CR_WS_NEW] = {"new", .unseen = true},
     [CR_WS_PENDING] = {"pending"},
-    [CR_WS_STARTING] = {"starting", .process = true, .spawned = true,
+    [CR_WS_STARTING] = {"starting", .process = true, .spawned = true, .accepts = true,
                         .deadline = "start timeout, or readiness assumed by --ready"},
-    [CR_WS_READY] = {"ready", .process = true, .deadline = "watchdog silence"},
-    [CR_WS_BLOCKED] = {"blocked", .process = true, .deadline = "hang timeout"},
+    [CR_WS_READY] = {"ready", .process = true, .accepts = true, .deadline = "watchdog silence"},
+    [CR_WS_BLOCKED] = {"blocked", .process = true, .accepts = true, .deadline = "hang timeout"},
     [CR_WS_DRAINING] = {"draining", .process = true, .deadline = "stop timeout"},
     [CR_WS_TRACING] = {"tracing", .process = true, .deadline = "the stack's budget, then the kill"},
     [CR_WS_KILLING] = {"killing", .process = true, .deadline = "SIGKILL after SIGABRT"},
@@ -181,6 +182,11 @@ bool cr_wstate_spare(enum cr_wstate s)
 bool cr_wstate_sampled(enum cr_wstate s)
 {
     return cr_wstate_has_process(s) && !cr_wstate_spare(s) && s != CR_WS_EXEC_FAILED;
+}
+
+bool cr_wstate_accepts(enum cr_wstate s)
+{
+    return (unsigned)s < _CR_WS_MAX && states[s].accepts;
 }
 
 bool cr_wstate_has_process(enum cr_wstate s)

@@ -219,6 +219,13 @@ bool cr_wstate_spare(enum cr_wstate s);
 /* True for the states whose process the memory watch samples: it runs the
  * worker program (not a spare, not a process whose exec failed). */
 bool cr_wstate_sampled(enum cr_wstate s);
+/* True for the states whose process may accept connections: starting
+ * (a program may accept before READY=1), ready, blocked (busy, its queue
+ * waits for it). Not a spare (frozen, refused with reuseport), nor a
+ * process corrald has told to go (draining, killing, dying) or whose exec
+ * failed. With --balance reuseport corrald holds a copy of the worker's
+ * own listening socket in these states only (generation/wio.h). */
+bool cr_wstate_accepts(enum cr_wstate s);
 /* True for the state nothing leaves (a retired worker). */
 bool cr_wstate_terminal(enum cr_wstate s);
 /* True for states no one outside the table can observe a worker in: a

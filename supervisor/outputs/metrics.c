@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acceptq.h"
 #include "death.h"
 #include "prom.h"
 #include "trend.h"
@@ -73,8 +74,9 @@ static double g_gen(const struct cr_worker_view *w)
 }
 
 /* Pseudo-bits for known(): figures corrald measures or derives itself. */
-#define RSS_KNOWN        (1u << 30)
-#define HEAP_LIMIT_KNOWN (1u << 31)
+#define RSS_KNOWN        (1u << 29)
+#define HEAP_LIMIT_KNOWN (1u << 30)
+#define CG_USAGE_KNOWN   (1u << 31)
 
 static const struct {
     const char *name, *type, *help;
@@ -92,7 +94,7 @@ static const struct {
     {"corral_worker_external_bytes", "gauge", "Off-heap memory (buffers) the worker reports.",
      g_external, CR_NF_EXTERNAL},
     {"corral_worker_cgroup_usage_bytes", "gauge", "Memory charged to the worker's cgroup.",
-     g_cg_usage, 0},
+     g_cg_usage, CG_USAGE_KNOWN},
     {"corral_worker_cgroup_limit_bytes", "gauge", "The worker cgroup's hard limit (0 = none).",
      g_cg_limit, 0},
     {"corral_worker_requests", "gauge", "Requests served by the current process of the worker.",
@@ -114,6 +116,8 @@ static bool known(const struct cr_worker_view *w, unsigned need)
 {
     if (need == RSS_KNOWN)
         return w->rss != 0;
+    if (need == CG_USAGE_KNOWN)
+        return w->cg_usage != 0;
     if (need == HEAP_LIMIT_KNOWN)
         return (w->last.present & CR_NF_HEAP_LIMIT) || w->heap_limit_given;
     return !need || (w->last.present & need);
@@ -142,8 +146,10 @@ static int snapshot(const struct cr_supervisor *sup, struct listed *ret)
         free(ret->label);
         return -1;
     }
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
     for (const struct cr_worker *w = cr_view_first(sup); w; w = cr_view_next(w)) {
-        cr_view_worker(w, &ret->v[ret->n]);
+        cr_view_worker(w, &fresh, &ret->v[ret->n]);
         /* Spares (id 0, not sampled) are counted by state, not listed. */
         const struct cr_worker_view *v = &ret->v[ret->n];
         /* One series per slot: its holder's (a replacement, a spare, a
@@ -178,6 +184,31 @@ static void supervisor_families(struct cr_prom *b, const struct cr_supervisor *s
     cr_prom_family(b, "corral_spare_promotions_total", "counter",
                    "Spares thawed to take a dead worker's slot.");
     cr_prom_printf(b, "corral_spare_promotions_total %u\n", v.promotions);
+    /* The accept queue: no sample until a listening TCP socket was read. */
+    const struct cr_acceptq_figures *q = v.accept_queue;
+    cr_prom_family(b, "corral_listen_queue_length", "gauge",
+                   "Connections waiting in the listening socket's accept queue (summed over the "
+                   "workers' sockets with reuseport).");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_length %u\n", q->length);
+    cr_prom_family(b, "corral_listen_queue_max", "gauge",
+                   "The accept queue's backlog: at most this many connections can wait.");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_max %u\n", q->max);
+    cr_prom_family(b, "corral_listen_queue_waited_seconds", "gauge",
+                   "Upper bound on how long the connections waiting now have waited: the time "
+                   "since the queue was last seen empty (0 when empty).");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_waited_seconds %.3f\n",
+                       (double)q->waited_ms / 1000.0);
+    cr_prom_family(b, "corral_listen_queue_saturated", "gauge",
+                   "1 while connections have waited longer than --saturated-after.");
+    if (q->known)
+        cr_prom_printf(b, "corral_listen_queue_saturated %d\n", q->saturated ? 1 : 0);
+    cr_prom_family(b, "corral_listen_queue_saturations_total", "counter",
+                   "Times the accept queue became saturated.");
+    cr_prom_printf(b, "corral_listen_queue_saturations_total %llu\n",
+                   (unsigned long long)q->saturations);
     cr_prom_family(b, "corral_worker_deaths_total", "counter", "Worker deaths by classification.");
     for (int d = 0; d < _CR_DEATH_MAX; d++)
         cr_prom_printf(b, "corral_worker_deaths_total{category=\"%s\"} %u\n",

@@ -11,6 +11,7 @@
 #include "cr_config.h"
 #include "decimal.h"
 #include "events.h"
+#include "acceptq.h"
 #include "history.h"
 #include "ondeath.h"
 #include "listen.h"
@@ -97,10 +98,23 @@ static void heap_limit(cJSON *o, const struct cr_worker_view *v)
     }
 }
 
-cJSON *cr_worker_json(const struct cr_worker *w)
+/* A figure corrald measures: null when unknown (never a made-up 0), else
+ * the figure and its age under age_key (0: read for this answer). */
+static void measured(cJSON *o, const char *k, const char *age_key, uint64_t value, uint64_t age)
+{
+    if (value) {
+        num(o, k, value);
+        num(o, age_key, age);
+    } else {
+        null(o, k);
+        null(o, age_key);
+    }
+}
+
+static cJSON *worker_json(const struct cr_worker *w, struct cr_view_fresh *fresh)
 {
     struct cr_worker_view v;
-    cr_view_worker(w, &v);
+    cr_view_worker(w, fresh, &v);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -119,20 +133,22 @@ cJSON *cr_worker_json(const struct cr_worker *w)
     flag(o, "unannounced", v.unannounced);
     reported(o, "requests", &v, CR_NF_REQUESTS, v.last.requests);
     reported(o, "inflight", &v, CR_NF_INFLIGHT, v.last.inflight);
-    if (v.rss)
-        num(o, "rss_bytes", v.rss);
-    else
-        null(o, "rss_bytes");
+    measured(o, "rss_bytes", "rss_age_ms", v.rss, v.rss_age_ms);
     reported(o, "heap_used_bytes", &v, CR_NF_HEAP_USED, v.last.heap_used);
     reported(o, "heap_total_bytes", &v, CR_NF_HEAP_TOTAL, v.last.heap_total);
     heap_limit(o, &v);
     reported(o, "external_bytes", &v, CR_NF_EXTERNAL, v.last.external);
-    num(o, "cgroup_usage_bytes", v.cg_usage);
+    measured(o, "cgroup_usage_bytes", "cgroup_usage_age_ms", v.cg_usage, v.cg_usage_age_ms);
     num(o, "cgroup_limit_bytes", v.cg_limit);
     num(o, "cgroup_soft_bytes", v.cg_soft);
     if (v.cgroup)
         str(o, "cgroup", v.cgroup);
-    num(o, "oom_events", v.oom_events);
+    /* Counted by the group's OOM watch: without a group of its own, not
+     * known (0 would say "none happened"). */
+    if (v.cg)
+        num(o, "oom_events", v.oom_events);
+    else
+        null(o, "oom_events");
     num(o, "oom_kills", v.oom_kills);
     reported(o, "loop_delay_p50_us", &v, CR_NF_DELAY_P50, v.last.delay_p50_us);
     reported(o, "loop_delay_p99_us", &v, CR_NF_DELAY_P99, v.last.delay_p99_us);
@@ -160,6 +176,27 @@ cJSON *cr_worker_json(const struct cr_worker *w)
         null(o, "last_death");
     }
     return o;
+}
+
+/* The accept queue (model/acceptq.h); null until a listening TCP socket
+ * was sampled (a Unix socket from systemd has no such figures). */
+static void listen_queue(cJSON *s, const struct cr_supervisor_view *v)
+{
+    const struct cr_acceptq_figures *q = v->accept_queue;
+    if (!q->known) {
+        null(s, "listen_queue");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    num(o, "length", q->length);
+    num(o, "max", q->max);
+    num(o, "waited_ms", q->waited_ms);
+    num(o, "nonempty_ms", q->nonempty_ms);
+    flag(o, "saturated", q->saturated);
+    num(o, "saturations", q->saturations);
+    num(o, "sockets", q->sockets);
+    num(o, "age_ms", v->accept_queue_age_ms);
+    add(s, "listen_queue", o);
 }
 
 cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x)
@@ -203,6 +240,7 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     lit(a, "source", v.listener->from_systemd ? "systemd" : "bound");
     lit(a, "balance", cr_balance_to_string(v.config->balance));
     cJSON_AddItemToArray(l, a);
+    listen_queue(s, &v);
     if (x && x->metrics_addr)
         str(s, "metrics_listen", x->metrics_addr);
     cJSON *cg = cJSON_AddObjectToObject(s, "cgroup");
@@ -229,7 +267,10 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
         num(mb, "workers", bi.workers);
         num(mb, "spares", bi.spares);
         num(mb, "reload_replacements", bi.replacements);
-        num(mb, "corrald_bytes", bi.self);
+        if (bi.self)
+            num(mb, "corrald_bytes", bi.self);
+        else
+            null(mb, "corrald_bytes"); /* /proc/self/statm unread */
         num(mb, "margin_bytes", b.margin);
         num(mb, "need_bytes", b.need);
         num(mb, "fit_workers", b.fit_workers);
@@ -274,13 +315,20 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     return root;
 }
 
+cJSON *cr_worker_json(const struct cr_worker *w)
+{
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
+    return worker_json(w, &fresh);
+}
+
 /* One worker's object as raw JSON text: built, printed and freed at once.
  * 4 KiB holds any worker but one with a long cgroup path or a STATUS= text
  * full of escapes; those are printed into a buffer of their own. */
-static cJSON *worker_raw(const struct cr_worker *w)
+static cJSON *worker_raw(const struct cr_worker *w, struct cr_view_fresh *fresh)
 {
     char buf[4096];
-    cJSON *o = cr_worker_json(w), *raw = NULL;
+    cJSON *o = worker_json(w, fresh), *raw = NULL;
     if (!o)
         return NULL;
     if (cJSON_PrintPreallocated(o, buf, (int)sizeof(buf), false)) {
@@ -297,9 +345,11 @@ static cJSON *worker_raw(const struct cr_worker *w)
 cJSON *cr_workers_json(const struct cr_supervisor *sup)
 {
     cJSON *ws = cJSON_CreateArray();
+    struct cr_view_fresh fresh;
+    cr_view_fresh_begin(&fresh);
     for (const struct cr_worker *w = cr_view_first(sup); ws && w; w = cr_view_next(w)) {
         /* A worker left out for want of memory would be a lie: fail whole. */
-        cJSON *o = worker_raw(w);
+        cJSON *o = worker_raw(w, &fresh);
         if (!o || !cJSON_AddItemToArray(ws, o)) {
             cJSON_Delete(o);
             cJSON_Delete(ws);
@@ -307,6 +357,26 @@ cJSON *cr_workers_json(const struct cr_supervisor *sup)
         }
     }
     return ws;
+}
+
+/* An accept-queue event: no worker, the queue's figures at that round. */
+static cJSON *queue_event_json(const struct cr_event *ev)
+{
+    const struct cr_acceptq_figures *q = ev->queue;
+    cJSON *o = cJSON_CreateObject();
+    lit(o, "event", cr_event_type_to_string(ev->type));
+    num(o, "time_ms", ev->time_ms);
+    num(o, "length", q->length);
+    num(o, "max", q->max);
+    num(o, "waited_ms", q->waited_ms);
+    num(o, "nonempty_ms", q->nonempty_ms);
+    num(o, "sockets", q->sockets);
+    if (ev->type == CR_EV_QUEUE_DRAINED) {
+        num(o, "saturated_ms", q->sampled_at - q->saturated_at);
+        num(o, "peak_length", q->peak_length);
+        num(o, "peak_waited_ms", q->peak_waited_ms);
+    }
+    return o;
 }
 
 cJSON *cr_event_json(const struct cr_event *ev)
@@ -322,6 +392,9 @@ cJSON *cr_event_json(const struct cr_event *ev)
     case CR_EV_WORKER_DIED:
         name = "died";
         break;
+    case CR_EV_QUEUE_SATURATED:
+    case CR_EV_QUEUE_DRAINED:
+        return ev->queue ? queue_event_json(ev) : NULL;
     default:
         return NULL;
     }

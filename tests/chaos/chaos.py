@@ -629,11 +629,13 @@ def settle(c, chaos, ev, n):
 
 
 def wait_sampled(c):
-    """Until every worker has been sampled by corrald (its cgroup usage is
-    corrald's own sample, where the RSS may come from the worker's report)
-    and heard from."""
-    ct.wait_for(lambda: all(w["cgroup_usage_bytes"] > 0 and w["last_report_ago_ms"] is not None
-                            for w in c.workers()), 10, what="a sample and a report of each worker")
+    """Until every worker has been sampled by corrald and heard from: its RSS
+    read for the answer (age 0) goes through the statm descriptor its first
+    sample opened (before that the RSS is the worker's report, with an
+    age), and its group's usage is known."""
+    ct.wait_for(lambda: all((w["cgroup_usage_bytes"] or 0) > 0 and w["rss_age_ms"] == 0 and
+                            w["last_report_ago_ms"] is not None for w in c.workers()), 10,
+                what="a sample and a report of each worker")
 
 
 def run(args):

@@ -13,7 +13,7 @@ import sys
 LAB = os.environ["CORRAL_LAB"]
 ALL = ["heap-limit", "worker-oom", "container-oom", "container-oom-contained",
        "offheap-vs-heap", "soft-recycle", "node-heap", "loop-stall", "timers",
-       "per-process-state", "stop-drain"]
+       "per-process-state", "stop-drain", "accept-queue"]
 
 
 def main(name):

@@ -137,6 +137,8 @@ static struct cr_postmortem full_pm(void)
     pm.cg_usage = 64 * MIB;
     pm.cg_peak = 64 * MIB;
     pm.cg_limit = 64 * MIB;
+    pm.memstat_read = true;
+    pm.oom_scope = CR_PM_OOM_ALL;
     pm.memstat.anon = 60 * MIB;
     pm.memstat.file = 1 * MIB;
     pm.oom_own = (struct cr_oom_delta){.max = 3, .oom = 1, .oom_kill = 1};
@@ -426,8 +428,64 @@ static void test_record_size(void **state)
            CR_HISTORY_DEFAULT_CAPACITY, (double)rec * CR_HISTORY_DEFAULT_CAPACITY / MIB);
     /* The stack, the stderr tail, the request, the reason, the series,
      * the verdict and the figures (history.h states the figure). */
-    assert_true(rec <= 15008);
+    assert_true(rec <= 15024);
     assert_true(sizeof(((struct cr_postmortem *)0)->series) <= 1200);
+}
+
+/* A worker that never reported its heap, died before any sample, and ran
+ * without a group of its own: every figure nobody measured is null in the
+ * JSON and absent from the logfmt line, never 0. */
+static void test_unknown_stays_unknown(void **state)
+{
+    struct cr_postmortem pm = pm_make(4, CR_DEATH_CRASH, T0);
+    pm.signal = SIGSEGV;
+    pm.exit_code = -1;
+    pm.heap_unknown = pm.loop_unknown = true;
+    char line[2048];
+    assert_true(cr_postmortem_format_logfmt(&pm, line, sizeof(line)) > 0);
+    static const char *const absent[] = {"heap_used_bytes", "heap_limit_bytes", "external_bytes",
+                                         "rss_bytes",       "cg_usage_bytes",   "cg_peak_bytes",
+                                         "cg_limit_bytes",  "oom_kill_own",     "oom_kill_ancestor"};
+    for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+        if (strstr(line, absent[i]))
+            fail_msg("%s in %s", absent[i], line);
+    assert_non_null(strstr(line, " oom_kill_system=0"));
+    assert_null(strstr(line, "_bytes=")); /* not one byte figure was known */
+
+    cJSON *o = cr_postmortem_to_json(&pm);
+    assert_non_null(o);
+    static const char *const nulls[] = {"heap_used_bytes", "heap_total_bytes", "heap_limit_bytes",
+                                        "external_bytes",  "loop_delay_max_us", "rss_bytes",
+                                        "cg_usage_bytes",  "cg_peak_bytes",     "cg_limit_bytes",
+                                        "memory_stat",     "oom_own",           "oom_ancestor"};
+    for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
+        if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, nulls[i])))
+            fail_msg("%s is not null", nulls[i]);
+    cJSON_Delete(o);
+
+    /* A heap reported as 0 is a known 0; so is an own group's OOM count. */
+    pm.heap_unknown = false;
+    pm.heap_used = 0;
+    pm.rss = 5 * MIB;
+    pm.oom_scope = CR_PM_OOM_ALL;
+    assert_true(cr_postmortem_format_logfmt(&pm, line, sizeof(line)) > 0);
+    assert_non_null(strstr(line, " heap_used_bytes=0 "));
+    assert_non_null(strstr(line, " rss_bytes=5242880 "));
+    assert_non_null(strstr(line, " oom_kill_own=0 oom_kill_ancestor=0 "));
+    assert_null(strstr(line, "heap_limit_bytes"));
+
+    /* A group shared with corrald: its kill count is the worker's, the
+     * limit counters are not. */
+    pm.oom_scope = CR_PM_OOM_KILLS;
+    pm.oom_own = (struct cr_oom_delta){.oom_kill = 1};
+    o = cr_postmortem_to_json(&pm);
+    const cJSON *own = cJSON_GetObjectItemCaseSensitive(o, "oom_own");
+    assert_int_equal(num(own, "oom_kill"), 1);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(own, "max")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(own, "oom")));
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(o, "oom_ancestor"), "oom_kill"), 0);
+    assert_int_equal(num(o, "heap_used_bytes"), 0);
+    cJSON_Delete(o);
 }
 
 int main(void)
@@ -442,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_verdict),
         cmocka_unit_test(test_record_size),
+        cmocka_unit_test(test_unknown_stays_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,6 +413,30 @@ static void test_exec_failed(void **state)
         fail_msg("%s is sampled", S(s));
 }
 
+/* The accepting states, where corrald keeps a copy of a reuseport
+ * worker's socket: sampled states only, and a state a drain leads out of
+ * (a SIGTERM means no more connections: the copy must go with it). */
+static void test_accepting_states(void **state)
+{
+    (void)state;
+    assert_true(cr_wstate_accepts(CR_WS_STARTING) && cr_wstate_accepts(CR_WS_READY) &&
+                cr_wstate_accepts(CR_WS_BLOCKED));
+    assert_false(cr_wstate_accepts(_CR_WS_MAX));
+    EACH_STATE(s) {
+        if (!cr_wstate_accepts(s))
+            continue;
+        if (!cr_wstate_sampled(s))
+            fail_msg("%s accepts but is not sampled", S(s));
+        const struct cr_transition *t = cr_lifecycle_step(s, CR_WE_DRAIN);
+        if (!t || cr_wstate_accepts(t->next))
+            fail_msg("%s × drain must lead out of the accepting states", S(s));
+        t = cr_lifecycle_step(s, CR_WE_EXIT);
+        if (!t || cr_wstate_accepts(t->next))
+            fail_msg("%s × exit must lead out of the accepting states", S(s));
+    }
+    EACH_STATE(s) if (cr_wstate_accepts(s) && cr_wstate_spare(s)) fail_msg("%s", S(s));
+}
+
 /* ---- restart arithmetic --------------------------------------------------- */
 
 static const struct cr_restart_policy P = {
@@ -703,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_window_ages_out),
         cmocka_unit_test(test_decisions_have_cells),
         cmocka_unit_test(test_readiness_cells),
+        cmocka_unit_test(test_accepting_states),
         cmocka_unit_test(test_ready_only_by_announcement_or_mode),
         cmocka_unit_test(test_trace_before_hang_kill),
         cmocka_unit_test(test_served_deaths_are_not_counted),
