@@ -26,6 +26,7 @@
 #include "metrics_http.h"
 #include "ondeath.h"
 #include "operations.h"
+#include "scaler.h"
 #include "sd.h"
 #include "self.h"
 #include "status.h"
@@ -44,6 +45,7 @@ struct wiring {
     struct cr_sd *sd;
     struct cr_memwatch *mw;
     struct cr_acceptwatch *aw;
+    struct cr_scaler *scaler;
     struct cr_termlog *termlog;
     struct cr_ondeath *ondeath;
     struct cr_exitwatch exits;
@@ -180,12 +182,14 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     cr_supervisor_init(sup, loop, &sink);
     wi->exits = (struct cr_exitwatch){.sup = sup, .loop = loop};
     if ((r = cr_sd_new(sup, loop, &wi->sd)) < 0 || (r = cr_memwatch_new(sup, loop, &wi->mw)) < 0 ||
-        (r = cr_acceptwatch_new(sup, loop, &wi->aw)) < 0)
+        (r = cr_acceptwatch_new(sup, loop, &wi->aw)) < 0 ||
+        (r = cr_scaler_new(sup, loop, &wi->scaler)) < 0)
         return r;
     cr_supervisor_subscribe(sup, cr_log_on_event, NULL);
     cr_supervisor_subscribe(sup, cr_sd_on_event, wi->sd);
     cr_supervisor_subscribe(sup, cr_memwatch_on_event, wi->mw);
     cr_supervisor_subscribe(sup, cr_acceptwatch_on_event, wi->aw);
+    cr_supervisor_subscribe(sup, cr_scaler_on_event, wi->scaler);
     cr_supervisor_subscribe(sup, cr_exitwatch_on_event, &wi->exits);
     cr_termlog_open(sup, &wi->termlog);
     if (wi->termlog)
@@ -207,7 +211,8 @@ static int open_all(struct wiring *wi, uv_loop_t *loop)
     wi->control_core = (struct cr_control_core){.sup = sup,
                                                 .exit_notice = cr_exitwatch_state,
                                                 .exit_notice_ctx = &wi->exits,
-                                                .on_death = wi->ondeath};
+                                                .on_death = wi->ondeath,
+                                                .scale = cr_scaler_status(wi->scaler)};
     if ((r = cr_control_open(loop, &sup->cfg, &cr_control_core_ops, &wi->control_core,
                              &wi->control)) < 0)
         return r;
@@ -283,6 +288,7 @@ int main(int argc, char **argv)
     if (r >= 0) {
         cr_memwatch_start(wi.mw);
         cr_acceptwatch_start(wi.aw);
+        cr_scaler_start(wi.scaler);
     }
     if (r < 0) {
         char why[160];
@@ -307,6 +313,7 @@ int main(int argc, char **argv)
     wi.mw = cr_memwatch_free(wi.mw);
     wi.ondeath = cr_ondeath_free(wi.ondeath);
     wi.aw = cr_acceptwatch_free(wi.aw);
+    wi.scaler = cr_scaler_free(wi.scaler);
     uv_loop_close(loop);
     cr_log(CR_LOG_INFO, "corrald exits %d", code);
     return code;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int hexval(char c)
 {
@@ -139,6 +140,23 @@ __attribute__((noinline)) void cr_ep_heavy(struct cr_app *app, struct cr_req *re
                     (unsigned long long)(now / 1000u));
 }
 
+/* The loop blocked without the CPU, as a synchronous driver call, a sync
+ * read from slow storage or execSync block it: another worker serves
+ * meanwhile whatever the core count, unlike /heavy. */
+static void ep_sleepsync(struct cr_app *app, struct cr_req *req, const struct cr_query *q)
+{
+    (void)app;
+    uint64_t ms;
+    if (!cr_query_uint(req, q, "ms", 0, 60000, 100, &ms))
+        return;
+    uint64_t start = uv_hrtime();
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+    cr_req_respondf(req, 200, "{\"ms\":%llu,\"slept_us\":%llu}", (unsigned long long)ms,
+                    (unsigned long long)((uv_hrtime() - start) / 1000u));
+}
+
 struct slow_op {
     uv_timer_t timer;
     struct cr_req *req;
@@ -203,6 +221,7 @@ enum route_id {
     R_HEALTH,
     R_COUNTER,
     R_HEAVY,
+    R_SLEEPSYNC,
     R_SLOW,
     R_HASH,
     R_HASHSYNC,
@@ -228,6 +247,7 @@ static const struct route routes[] = {
     {"/health", R_HEALTH, false, {NULL}},
     {"/counter", R_COUNTER, false, {NULL}},
     {"/heavy", R_HEAVY, false, {"ms", NULL}},
+    {"/sleepsync", R_SLEEPSYNC, false, {"ms", NULL}},
     {"/slow", R_SLOW, false, {"ms", NULL}},
     {"/hash", R_HASH, false, {"iter", NULL}},
     {"/hashsync", R_HASHSYNC, false, {"iter", NULL}},
@@ -255,6 +275,9 @@ static void run(struct cr_app *app, struct cr_req *req, const struct route *rt, 
         break;
     case R_HEAVY:
         cr_ep_heavy(app, req, q);
+        break;
+    case R_SLEEPSYNC:
+        ep_sleepsync(app, req, q);
         break;
     case R_SLOW:
         ep_slow(app, req, q);

@@ -189,6 +189,18 @@ function heavy(req, res, q) {
   return this.send(res, 200, { ms, spins, start, end: nowMs() });
 }
 
+// Blocks the event loop without the CPU, as a synchronous driver call,
+// execSync or a sync read from slow storage does: Atomics.wait on a shared
+// buffer nobody notifies sleeps the thread for ms.
+const SLEEP_CELL = new Int32Array(new SharedArrayBuffer(4));
+function sleepsync(req, res, q) {
+  const ms = intParam(q, 'ms', 100, 0, MAX_MS);
+  if (Number.isNaN(ms)) return this.bad(res, `ms: integer 0..${MAX_MS}`);
+  const start = nowMs();
+  Atomics.wait(SLEEP_CELL, 0, 0, ms);
+  return this.send(res, 200, { ms, start, end: nowMs() });
+}
+
 // Waits without blocking anything.
 function slow(req, res, q) {
   const ms = intParam(q, 'ms', 100, 0, MAX_MS);
@@ -348,6 +360,7 @@ const ROUTES = {
   '/health': { method: 'GET', fn: health },
   '/counter': { method: 'GET', fn: count },
   '/heavy': { method: 'GET', fn: heavy },
+  '/sleepsync': { method: 'GET', fn: sleepsync },
   '/slow': { method: 'GET', fn: slow },
   '/hash': { method: 'GET', fn: hash },
   '/hashsync': { method: 'GET', fn: hashsync },

@@ -2,7 +2,7 @@
  * that owns it. The core's files (supervisor.c with recycle.c, spares.c,
  * trace.c and pacer.c, operations.c, view.c), the inputs that keep
  * per-worker readings (memwatch.c, worker_notify.c), the accept watch
- * (acceptwatch.c) and main.c's wiring see inside; the outputs
+ * (acceptwatch.c), the scaler (scaler.c) and main.c's wiring see inside; the outputs
  * read through view.h. scripts/include-graph holds that list.
  *
  * Types only: no functions live here (the include graph treats this file

@@ -68,6 +68,16 @@ void cr_supervisor_check_budget(struct cr_supervisor *sup, bool startup)
 
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n)
 {
+    const struct cr_config *c = &sup->cfg;
+    /* Under --workers MIN..MAX an operator's scale is a starting point
+     * within the bounds; the scaler goes on from it. */
+    if (c->workers_max && (n < c->workers_min || n > c->workers_max))
+        return -EDOM;
+    return cr_supervisor_scale_auto(sup, n);
+}
+
+int cr_supervisor_scale_auto(struct cr_supervisor *sup, unsigned n)
+{
     if (sup->phase == CR_PHASE_STOPPING)
         return -ESHUTDOWN;
     if (n == 0 || n > 4096)
@@ -163,9 +173,14 @@ int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *va
     if (r < 0)
         return r;
     cr_log(CR_LOG_NOTICE, "set %s = %s", key, value);
-    if (strcmp(key, "workers") == 0)
-        return cr_supervisor_scale(sup, sup->cfg.workers ? sup->cfg.workers
-                                                         : cr_supervisor_auto_workers());
+    if (strcmp(key, "workers") == 0) {
+        /* A range keeps the count asked for within its bounds (config.c). */
+        r = cr_supervisor_scale_auto(sup, sup->cfg.workers ? sup->cfg.workers
+                                                           : cr_supervisor_auto_workers());
+        cr_supervisor_publish(sup, &(struct cr_event){.type = CR_EV_CONFIG, .key = key,
+                                                      .value = value, .config = &sup->cfg});
+        return r;
+    }
     if (strncmp(key, "memory-", 7) == 0)
         for (struct cr_worker *w = sup->workers; w; w = w->next)
             cr_cgworker_apply_limits(&w->g);

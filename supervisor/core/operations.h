@@ -31,7 +31,12 @@ void cr_supervisor_done(struct cr_supervisor *sup);
 void cr_supervisor_stop(struct cr_supervisor *sup, bool at_once, const char *why);
 
 void cr_supervisor_reload(struct cr_supervisor *sup, const char *why);
+/* N workers: 0, -ESHUTDOWN, -ERANGE (not 1..4096), -EDOM (outside
+ * --workers MIN..MAX: an operator's scale stays within the bounds). */
 int cr_supervisor_scale(struct cr_supervisor *sup, unsigned n);
+/* The same without the check against --workers MIN..MAX (the scaler,
+ * `set workers`): 0, -ESHUTDOWN, -ERANGE, -ENOMEM. */
+int cr_supervisor_scale_auto(struct cr_supervisor *sup, unsigned n);
 /* --workers auto: one per CPU the workers may use (host/self.h: the
  * affinity mask, or the cgroup CPU quota when smaller), logged with the
  * figure that decided. */

@@ -16,6 +16,7 @@
 struct cr_config;
 struct cr_control;
 struct cr_supervisor;
+struct cr_scale_status;
 struct cr_ondeath;
 
 #define CR_CONTROL_MAX_LINE (64 * 1024)
@@ -46,6 +47,8 @@ struct cr_control_core {
     const void *exit_notice_ctx;
     /* The --on-death runner, for `status`. */
     const struct cr_ondeath *on_death;
+    /* What the scaler (--workers MIN..MAX) did, for `status`. */
+    const struct cr_scale_status *scale;
     /* The metrics listener's bound address ("" = none), for `status`. */
     char metrics_addr[80];
 };

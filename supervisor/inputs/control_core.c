@@ -23,7 +23,8 @@ static cJSON *op_status(void *ctx)
     const struct cr_control_core *cc = ctx;
     struct cr_status_extra x = {.exit_notice = cc->exit_notice(cc->exit_notice_ctx),
                                 .metrics_addr = cc->metrics_addr[0] ? cc->metrics_addr : NULL,
-                                .on_death = cc->on_death};
+                                .on_death = cc->on_death,
+                                .scale = cc->scale};
     return cr_status_json(cc->sup, &x);
 }
 

@@ -90,6 +90,15 @@ struct cr_scale_decision {
                        0.3 cores used each, 1.4 cores idle" */
 };
 
+/* What the scaler has done, for status (its one writer: inputs/scaler.c). */
+struct cr_scale_status {
+    unsigned ups, downs, holds;     /* changes made; wanted changes held */
+    bool decided;                   /* last is set */
+    struct cr_scale_decision last;  /* the last change or hold published */
+    uint64_t last_wall_ms;
+    struct cr_scale_sample sample;  /* the last tick's measurements */
+};
+
 /* The decision for sample s under limits l; st is the caller's memory of
  * earlier ticks (updated). A change (to != from) is to be applied now. */
 void cr_autoscale_decide(const struct cr_scale_limits *l, const struct cr_scale_sample *s,

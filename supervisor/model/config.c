@@ -193,6 +193,29 @@ static int set_workers(struct cr_config *cfg, const struct cr_opt *o, const char
     uint64_t v;
     if (strcmp(value, "auto") == 0) {
         cfg->workers = 0;
+        cfg->workers_min = cfg->workers_max = 0;
+        return 0;
+    }
+    const char *dots = strstr(value, "..");
+    if (dots) { /* MIN..MAX: corrald decides within */
+        char lo[24];
+        uint64_t a, b;
+        size_t n = (size_t)(dots - value);
+        if (n == 0 || n >= sizeof(lo))
+            return fail(err, errlen, "--workers: '%s' is not MIN..MAX", value);
+        memcpy(lo, value, n);
+        lo[n] = '\0';
+        if (cr_units_parse_uint(lo, o->min, o->max, &a) < 0 ||
+            cr_units_parse_uint(dots + 2, o->min, o->max, &b) < 0 || a > b)
+            return fail(err, errlen,
+                        "--workers: '%s' is not MIN..MAX with 1 <= MIN <= MAX <= %llu", value,
+                        (unsigned long long)o->max);
+        /* The count already asked for stays, within the new bounds; a
+         * start begins at MIN. */
+        unsigned now = cfg->workers;
+        cfg->workers_min = (unsigned)a;
+        cfg->workers_max = (unsigned)b;
+        cfg->workers = now < a ? (unsigned)a : now > b ? (unsigned)b : now;
         return 0;
     }
     int r = parse_number(o, value, &v, err, errlen);
@@ -203,6 +226,7 @@ static int set_workers(struct cr_config *cfg, const struct cr_opt *o, const char
         return r;
     }
     cfg->workers = (unsigned)v;
+    cfg->workers_min = cfg->workers_max = 0;
     return 0;
 }
 
@@ -723,7 +747,13 @@ void cr_config_to_json(const struct cr_config *cfg, cJSON *obj)
             break;
         }
         case OPT_WORKERS:
-            cJSON_AddNumberToObject(obj, o->name, *(const unsigned *)field);
+            if (cfg->workers_max) { /* MIN..MAX: a string */
+                char range[32];
+                snprintf(range, sizeof(range), "%u..%u", cfg->workers_min, cfg->workers_max);
+                cJSON_AddStringToObject(obj, o->name, range);
+            } else {
+                cJSON_AddNumberToObject(obj, o->name, *(const unsigned *)field);
+            }
             break;
         case OPT_ENV:
         case OPT_NAMES: {

@@ -35,7 +35,11 @@ enum cr_ready_mode {
 #define CR_READY_AUTO_GRACE_MS 1000
 
 struct cr_config {
-    unsigned workers;          /* 0 = uv_available_parallelism() */
+    unsigned workers;          /* 0 = uv_available_parallelism(); with a range: the target now */
+    unsigned workers_min;      /* --workers MIN..MAX: corrald decides N within (scaler.c); */
+    unsigned workers_max;      /*   both 0: N is fixed */
+    uint64_t scale_wait_ms;    /* the accept queue's wait that calls for a worker (autoscale.h) */
+    uint64_t scale_cooldown_ms; /* low use this long before workers go */
     char *listen;              /* HOST:PORT */
     enum cr_balance balance;
     uint64_t saturated_after_ms; /* the accept queue waited this long: saturated; 0 = off */

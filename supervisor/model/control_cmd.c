@@ -378,7 +378,12 @@ static cJSON *cmd_scale(struct req *r)
     const cJSON *v = arg(r, "workers");
     if (!int_in(v, 1, 4096))
         return cr_control_error(CR_E_BAD_ARGUMENT, "'workers' must be an integer from 1 to 4096");
-    cJSON *err = op_error(r->ops->scale(r->ctx, (unsigned)v->valueint), 0, "scale");
+    int e = r->ops->scale(r->ctx, (unsigned)v->valueint);
+    if (e == -EDOM)
+        return cr_control_error(CR_E_BAD_ARGUMENT,
+                                "'workers' is outside --workers MIN..MAX; `set workers MIN..MAX` "
+                                "moves the bounds");
+    cJSON *err = op_error(e, 0, "scale");
     if (err)
         return err;
     cJSON_AddNumberToObject(r->out, "workers", v->valueint);

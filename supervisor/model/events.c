@@ -28,6 +28,7 @@ static const char *const names[_CR_EV_MAX] = {
     [CR_EV_FINISHED] = "finished",
     [CR_EV_QUEUE_SATURATED] = "accept-queue-saturated",
     [CR_EV_QUEUE_DRAINED] = "accept-queue-drained",
+    [CR_EV_SCALE] = "scale",
 };
 
 const char *cr_event_type_to_string(enum cr_event_type t)

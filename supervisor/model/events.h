@@ -22,6 +22,7 @@
 struct cr_postmortem;
 struct cr_config;
 struct cr_acceptq_figures;
+struct cr_scale_decision;
 
 enum cr_event_type {
     CR_EV_WORKER_STATE,   /* a worker changed state; `name` is the protocol's word for it */
@@ -35,6 +36,7 @@ enum cr_event_type {
     CR_EV_FINISHED,       /* stopping and the table is empty: close inputs and outputs */
     CR_EV_QUEUE_SATURATED, /* the accept queue held connections for --saturated-after: `queue` */
     CR_EV_QUEUE_DRAINED,   /* ... and was seen empty again: `queue` */
+    CR_EV_SCALE,          /* --workers MIN..MAX: N changed, or a wanted change was held: `scale` */
     _CR_EV_MAX,
 };
 
@@ -66,11 +68,14 @@ struct cr_event {
 
     /* CR_EV_QUEUE_*: the accept queue's figures at the round that changed */
     const struct cr_acceptq_figures *queue;
+
+    /* CR_EV_SCALE: the decision, its figures and its sentence */
+    const struct cr_scale_decision *scale;
 };
 
 typedef void (*cr_event_fn)(void *userdata, const struct cr_event *ev);
 
-#define CR_EVENTS_MAX_SUBSCRIBERS 8
+#define CR_EVENTS_MAX_SUBSCRIBERS 12
 
 /* The subscriber list; embedded in whoever publishes (zero = empty). */
 struct cr_events {

@@ -3,8 +3,10 @@
 #include "status.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <unistd.h>
 
+#include "autoscale.h"
 #include "budget.h"
 #include "config.h"
 #include "cr_cgroup.h"
@@ -199,6 +201,70 @@ static void listen_queue(cJSON *s, const struct cr_supervisor_view *v)
     add(s, "listen_queue", o);
 }
 
+/* A measured figure, or null where unknown (negative). */
+static void fig(cJSON *o, const char *k, double v)
+{
+    if (v < 0)
+        null(o, k);
+    else
+        add(o, k, cJSON_CreateNumber(round(v * 1000) / 1000));
+}
+
+static cJSON *decision_json(const struct cr_scale_decision *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    num(o, "from", d->from);
+    num(o, "to", d->to);
+    lit(o, "why", cr_scale_why_to_string(d->why));
+    str(o, "text", d->text);
+    return o;
+}
+
+/* --workers MIN..MAX: the bounds, the steps, the last decision published
+ * and what the last tick measured; null while N is fixed. */
+static cJSON *scale_json(const struct cr_config *c, const struct cr_scale_status *st)
+{
+    if (!c->workers_max)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    num(o, "min", c->workers_min);
+    num(o, "max", c->workers_max);
+    num(o, "ups", st ? st->ups : 0);
+    num(o, "downs", st ? st->downs : 0);
+    num(o, "holds", st ? st->holds : 0);
+    if (st && st->decided) {
+        cJSON *l = decision_json(&st->last);
+        num(l, "time_ms", st->last_wall_ms);
+        add(o, "last", l);
+    } else {
+        null(o, "last");
+    }
+    cJSON *m = cJSON_AddObjectToObject(o, "measured");
+    const struct cr_scale_sample *s = st ? &st->sample : NULL;
+    num(m, "queue_length", s ? s->queue_len : 0);
+    num(m, "queue_waited_ms", s ? s->queue_waited_ms : 0);
+    fig(m, "busy", s ? s->busy : -1);
+    fig(m, "cpu_each", s ? s->cpu_each : -1);
+    fig(m, "idle_cores", s ? s->idle_cores : -1);
+    fig(m, "cpu_pressure", s ? s->cpu_pressure : -1);
+    return o;
+}
+
+static cJSON *scale_event_json(const struct cr_event *ev)
+{
+    cJSON *o = decision_json(ev->scale);
+    cJSON *e = cJSON_CreateObject();
+    lit(e, "event", "scale");
+    num(e, "time_ms", ev->time_ms);
+    cJSON *item;
+    while ((item = o->child)) {
+        cJSON_DetachItemViaPointer(o, item);
+        cJSON_AddItemToObject(e, item->string, item);
+    }
+    cJSON_Delete(o);
+    return e;
+}
+
 cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x)
 {
     struct cr_supervisor_view v;
@@ -297,6 +363,7 @@ cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_ex
     num(odj, "timed_out", od.timed_out);
     num(odj, "spawn_failed", od.spawn_failed);
     num(odj, "dropped", od.dropped);
+    add(s, "autoscale", scale_json(v.config, x ? x->scale : NULL));
     cJSON *c = cJSON_AddObjectToObject(s, "config");
     cr_config_to_json(v.config, c);
     cJSON *cmd = cJSON_AddArrayToObject(c, "command");
@@ -395,6 +462,8 @@ cJSON *cr_event_json(const struct cr_event *ev)
     case CR_EV_QUEUE_SATURATED:
     case CR_EV_QUEUE_DRAINED:
         return ev->queue ? queue_event_json(ev) : NULL;
+    case CR_EV_SCALE:
+        return ev->scale ? scale_event_json(ev) : NULL;
     default:
         return NULL;
     }

@@ -16,6 +16,7 @@ struct cr_status_extra {
     const char *exit_notice; /* "taskstats", "off", "unavailable: <why>" or "stopped: <why>" */
     const char *metrics_addr; /* the metrics listener's bound HOST:PORT, or NULL */
     const struct cr_ondeath *on_death; /* the --on-death runner's counters, or NULL */
+    const struct cr_scale_status *scale; /* what the scaler did, or NULL */
 };
 
 struct cJSON *cr_status_json(const struct cr_supervisor *sup, const struct cr_status_extra *x);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "config.h"
@@ -171,6 +172,47 @@ static void test_ranges(void **state)
     cr_config_done(&c);
 }
 
+/* --workers MIN..MAX: corrald decides N within; a number fixes N again. */
+static void test_workers_range(void **state)
+{
+    bad((char *[]){"corrald", "--workers", "4..1", NULL}, "'4..1' is not MIN..MAX with 1 <= MIN");
+    bad((char *[]){"corrald", "--workers", "0..3", NULL}, "is not MIN..MAX");
+    bad((char *[]){"corrald", "--workers", "1..5000", NULL}, "MAX <= 4096");
+    bad((char *[]){"corrald", "--workers", "..4", NULL}, "is not MIN..MAX");
+    bad((char *[]){"corrald", "--workers", "2..", NULL}, "is not MIN..MAX");
+    bad((char *[]){"corrald", "--workers", "2..x", NULL}, "is not MIN..MAX");
+    struct cr_config c;
+    char err[256] = "";
+    cr_config_init(&c);
+    assert_int_equal(parse(&c, (char *[]){"corrald", "--workers", "2..6", NULL}, err), 0);
+    assert_int_equal(c.workers_min, 2);
+    assert_int_equal(c.workers_max, 6);
+    assert_int_equal(c.workers, 2); /* a start begins at MIN */
+    cJSON *j = cJSON_CreateObject();
+    cr_config_to_json(&c, j);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "workers")->valuestring, "2..6");
+    cJSON_Delete(j);
+    /* The count asked for stays within new bounds, clamped into them. */
+    c.workers = 5;
+    assert_int_equal(cr_config_set(&c, "workers", "1..4", true, err, sizeof(err)), 0);
+    assert_int_equal(c.workers, 4);
+    assert_int_equal(cr_config_set(&c, "workers", "3..8", true, err, sizeof(err)), 0);
+    assert_int_equal(c.workers, 4);
+    /* A number (or auto) ends it. */
+    assert_int_equal(cr_config_set(&c, "workers", "3", true, err, sizeof(err)), 0);
+    assert_int_equal(c.workers_min + c.workers_max, 0);
+    j = cJSON_CreateObject();
+    cr_config_to_json(&c, j);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "workers")->valueint, 3);
+    cJSON_Delete(j);
+    assert_int_equal(cr_config_set(&c, "workers", "1..2", true, err, sizeof(err)), 0);
+    assert_int_equal(cr_config_set(&c, "workers", "auto", true, err, sizeof(err)), 0);
+    assert_int_equal(c.workers_max, 0);
+    assert_true(cr_config_parse_json(&c, "{\"workers\": \"1..3\"}", err, sizeof(err)) == 0);
+    assert_int_equal(c.workers_max, 3);
+    cr_config_done(&c);
+}
+
 static void test_help(void **state)
 {
     struct cr_config c;
@@ -191,7 +233,7 @@ static void test_help(void **state)
     static const char *const want[] = {
         "--crash-budget N", "(range 1 to 64)", "--history N", "(range 1 to 65536)",
         "--memory-max SIZE", "(range 0 to 1024T)", "--stop-timeout SEC", "(range 1ms to 720h)",
-        "--workers N|auto", "(range 1 to 4096)", "--max-requests N", "(range 0 to 1000000000000000)",
+        "--workers N|MIN..MAX|auto", "(range 1 to 4096)", "--max-requests N", "(range 0 to 1000000000000000)",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i += 2) {
         const char *line = strstr(text, want[i]);
@@ -217,7 +259,7 @@ static void test_help(void **state)
     /* Every option's default, one way: "(default: X)", once per line. */
     static const char *const defaults[] = {
         "--stop-timeout SEC", "(default: 10)", "--backoff-initial MS", "(default: 100)",
-        "--workers N|auto", "(default: auto = one per core)", "--listen HOST:PORT",
+        "--workers N|MIN..MAX|auto", "(default: auto = one per core)", "--listen HOST:PORT",
         "(default: 127.0.0.1:8080)", "--memory-max SIZE", "(default: none)", "--pss",
         "(default: off)", "--control PATH",
         "(default: $RUNTIME_DIRECTORY/control.sock, else ./corral.sock)",
@@ -456,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_flags),
         cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_help),
         cmocka_unit_test(test_ranges),
+        cmocka_unit_test(test_workers_range),
         cmocka_unit_test(test_ready_modes),
         cmocka_unit_test(test_json),     cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_set_live), cmocka_unit_test(test_values),
