@@ -27,10 +27,10 @@
 /* A report older than this says nothing about the loop now. */
 #define ELU_FRESH_MS 3000
 
-/* One worker's CPU time at the last tick. */
+/* One worker's loop thread at the last tick. */
 struct cpu_mark {
     pid_t pid;
-    uint64_t ticks; /* utime + stime, in clock ticks */
+    uint64_t run_ns, wait_ns; /* on a CPU; runnable, waiting for one */
 };
 
 struct cr_scaler {
@@ -44,7 +44,6 @@ struct cr_scaler {
     uint64_t tick_ns;
     struct cpu_mark *marks;
     size_t nmarks;
-    long hz;
     unsigned cores; /* the CPU quota or the affinity mask, the smaller */
     bool closed;
 };
@@ -78,28 +77,26 @@ static double cpu_pressure(void)
     return v;
 }
 
-/* A process's utime + stime in clock ticks (false when it is gone). */
-static bool proc_ticks(pid_t pid, uint64_t *ret)
+/* The main thread's (the loop's) time on a CPU and waiting on a run
+ * queue, ns: /proc/<pid>/schedstat. False when it is gone. */
+static bool proc_sched(pid_t pid, uint64_t *run, uint64_t *wait)
 {
-    char buf[1024];
-    const char *p = cr_proc_stat(pid, buf, sizeof(buf));
-    unsigned long long ut, st;
-    /* From the state (field 3): utime and stime are fields 14 and 15. */
-    if (!p || sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    char path[64], buf[128];
+    unsigned long long r, w;
+    snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+    if (cr_read_text(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &r, &w) != 2)
         return false;
-    *ret = ut + st;
+    *run = r;
+    *wait = w;
     return true;
 }
 
-static uint64_t mark_of(const struct cpu_mark *m, size_t n, pid_t pid, bool *found)
+static const struct cpu_mark *mark_of(const struct cpu_mark *m, size_t n, pid_t pid)
 {
     for (size_t i = 0; i < n; i++)
-        if (m[i].pid == pid) {
-            *found = true;
-            return m[i].ticks;
-        }
-    *found = false;
-    return 0;
+        if (m[i].pid == pid)
+            return &m[i];
+    return NULL;
 }
 
 static bool serving(const struct cr_worker *w)
@@ -112,10 +109,10 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
 {
     struct cr_supervisor *sup = sc->sup;
     uint64_t now = cr_now_ms(sup);
-    *s = (struct cr_scale_sample){.now_ms = now, .busy = -1, .cpu_each = -1, .idle_cores = -1,
-                                  .cpu_pressure = cpu_pressure()};
+    *s = (struct cr_scale_sample){.now_ms = now, .busy = -1, .cpu_each = -1, .demand_each = -1,
+                                  .idle_cores = -1, .cpu_pressure = cpu_pressure()};
     unsigned n = 0, starting = 0, elu_n = 0, cpu_n = 0;
-    double elu = 0, cpu = 0, cpu_all = 0;
+    double elu = 0, cpu = 0, cpu_all = 0, demand = 0;
     size_t cap = 0;
     for (const struct cr_worker *w = sup->workers; w; w = w->next)
         cap++;
@@ -151,15 +148,15 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
             elu += b;
             elu_n++;
         }
-        uint64_t t;
-        bool seen;
-        if (w->g.pid && proc_ticks(w->g.pid, &t)) {
-            uint64_t before = mark_of(sc->marks, sc->nmarks, w->g.pid, &seen);
+        uint64_t run, wait;
+        if (w->g.pid && proc_sched(w->g.pid, &run, &wait)) {
+            const struct cpu_mark *before = mark_of(sc->marks, sc->nmarks, w->g.pid);
             if (marks && nm < cap)
-                marks[nm++] = (struct cpu_mark){w->g.pid, t};
-            if (seen && dt_s > 0 && t >= before) {
-                double c = (double)(t - before) / (double)sc->hz / dt_s;
+                marks[nm++] = (struct cpu_mark){w->g.pid, run, wait};
+            if (before && dt_s > 0 && run >= before->run_ns && wait >= before->wait_ns) {
+                double c = (double)(run - before->run_ns) / 1e9 / dt_s;
                 cpu += c;
+                demand += c + (double)(wait - before->wait_ns) / 1e9 / dt_s;
                 cpu_n++;
                 cpu_all += c;
             }
@@ -174,8 +171,10 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
     s->serving = sup->target > starting ? sup->target - starting : 0;
     if (elu_n)
         s->busy = elu / elu_n;
-    if (cpu_n)
+    if (cpu_n) {
         s->cpu_each = cpu / cpu_n;
+        s->demand_each = demand / cpu_n;
+    }
     uint64_t total, idle;
     if (host_cpu(&total, &idle)) {
         if (sc->host_total && total > sc->host_total) {
@@ -270,9 +269,6 @@ int cr_scaler_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_scaler *
     if (!sc)
         return -ENOMEM;
     sc->sup = sup;
-    sc->hz = sysconf(_SC_CLK_TCK);
-    if (sc->hz <= 0)
-        sc->hz = 100;
     uv_timer_init(loop, &sc->timer);
     sc->timer.data = sc;
     *ret = sc;

@@ -18,8 +18,7 @@ struct cr_scaler;
 struct cr_event;
 
 /* Often enough that a step follows a queue within a fraction of a second,
- * seldom enough that each worker's CPU over a tick means something (a
- * tick of /proc/<pid>/stat is 10 ms). */
+ * seldom enough that a worker's CPU over a tick means something. */
 #define CR_SCALER_TICK_MS 500
 /* After a change, no decision for this long: the new worker is ready in
  * milliseconds, its effect on the queue takes a few ticks to show. */

@@ -35,6 +35,9 @@ static void measured(const struct cr_scale_sample *s, char *buf, size_t size)
         n += snprintf(buf + n, size - (size_t)n, ", workers %.0f %% busy", s->busy * 100);
     if (n >= 0 && (size_t)n < size && s->cpu_each >= 0)
         n += snprintf(buf + n, size - (size_t)n, ", %.1f cores used each", s->cpu_each);
+    /* A starved loop wants more than it gets: say so. */
+    if (n >= 0 && (size_t)n < size && s->demand_each >= 0 && s->demand_each > s->cpu_each + 0.1)
+        n += snprintf(buf + n, size - (size_t)n, " (%.1f wanted)", s->demand_each);
     if (n >= 0 && (size_t)n < size && s->idle_cores >= 0)
         n += snprintf(buf + n, size - (size_t)n, ", %.1f cores idle", s->idle_cores);
     if (n >= 0 && (size_t)n < size && s->cpu_pressure >= 0)
@@ -93,7 +96,8 @@ void cr_autoscale_decide(const struct cr_scale_limits *l, const struct cr_scale_
         return;
     }
     if (waiting && busy) {
-        bool on_cpu = s->cpu_each >= CR_SCALE_CPU_BOUND;
+        double want = s->demand_each >= 0 ? s->demand_each : s->cpu_each;
+        bool on_cpu = want >= CR_SCALE_CPU_BOUND;
         bool no_core = s->idle_cores >= 0 && s->idle_cores < CR_SCALE_IDLE_MIN;
         if (now >= l->max) {
             d->why = CR_SCALE_AT_MAX;

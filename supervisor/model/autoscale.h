@@ -12,8 +12,11 @@
  * - up, one worker at a time, when connections wait in the accept queue
  *   (longer than up_wait_ms) and the serving workers are busy (their loop
  *   utilization; unknown counts as busy, the queue alone speaks), unless
- *   the workers burn the CPU and no core is idle (saturated: a new worker
- *   would only share it), or MAX or the memory budget is reached;
+ *   the workers want the CPU and no core is idle (saturated: a new worker
+ *   would only share it), or MAX or the memory budget is reached. "Want"
+ *   counts the time a worker waited on a run queue with the time it ran:
+ *   a CPU-bound loop starved by others (or by its siblings, past the
+ *   cores) uses little CPU each, yet wants a whole core;
  * - down, when the queue stayed empty and the workers nearly idle for
  *   cooldown_ms (their loop utilization, or without it the CPU they use):
  *   straight to what the measured use needs at BUSY_TARGET (MIN when
@@ -38,7 +41,8 @@
 #define CR_SCALE_BUSY_LOW 0.3
 /* What a scale-down aims at: the measured load over this many workers. */
 #define CR_SCALE_BUSY_TARGET 0.6
-/* A busy worker using this many cores or more is busy on the CPU. */
+/* A busy worker wanting this many cores or more (used, or waited for on a
+ * run queue) is busy on the CPU. */
 #define CR_SCALE_CPU_BOUND 0.5
 /* Fewer idle cores than this: the CPU is saturated. */
 #define CR_SCALE_IDLE_MIN 0.5
@@ -60,6 +64,8 @@ struct cr_scale_sample {
     uint64_t queue_waited_ms; /* since the queue was last seen empty; 0: empty */
     double busy;              /* the serving loops' mean utilization, 0..1 */
     double cpu_each;          /* cores each serving worker used, on average */
+    double demand_each;       /* cores each wanted: used, plus its time waiting for a CPU
+                                 (a CPU-bound loop wants a whole one however starved) */
     double idle_cores;        /* cores idle that the workers may use */
     double cpu_pressure;      /* PSI cpu "some" avg10, % (for the sentence only) */
 };

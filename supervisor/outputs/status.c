@@ -245,6 +245,7 @@ static cJSON *scale_json(const struct cr_config *c, const struct cr_scale_status
     num(m, "queue_waited_ms", s ? s->queue_waited_ms : 0);
     fig(m, "busy", s ? s->busy : -1);
     fig(m, "cpu_each", s ? s->cpu_each : -1);
+    fig(m, "cpu_wanted_each", s ? s->demand_each : -1);
     fig(m, "idle_cores", s ? s->idle_cores : -1);
     fig(m, "cpu_pressure", s ? s->cpu_pressure : -1);
     return o;

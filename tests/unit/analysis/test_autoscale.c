@@ -19,7 +19,7 @@ static struct cr_scale_sample at(uint64_t t, unsigned serving, unsigned q, uint6
 {
     return (struct cr_scale_sample){.now_ms = t, .serving = serving, .queue_len = q,
                                     .queue_waited_ms = waited, .busy = busy, .cpu_each = cpu,
-                                    .idle_cores = idle, .cpu_pressure = -1};
+                                    .idle_cores = idle, .demand_each = -1, .cpu_pressure = -1};
 }
 
 /* Feeds a sequence, applying every change at once (the new workers serve
@@ -93,6 +93,25 @@ static void test_cpu_bound_stops_at_the_cores(void **state)
     assert_int_equal(d.why, CR_SCALE_SATURATED);
     assert_int_equal(d.to, 2);
     assert_non_null(strstr(d.text, "the CPU is saturated"));
+}
+
+static void test_starved_cpu_bound_is_still_cpu_bound(void **state)
+{
+    (void)state;
+    /* Three /heavy workers sharing what other tenants leave of two cores:
+     * each uses a third of a core, yet waits for a CPU the rest of the
+     * time: saturated, held. */
+    struct cr_scale_state st = {0};
+    struct cr_scale_decision d;
+    struct cr_scale_sample s = at(1000, 3, 6, 400, 1.0, 0.33, 0.0);
+    s.demand_each = 0.98;
+    cr_autoscale_decide(&L, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_SATURATED);
+    /* A loop blocked without the CPU wants none, even on a busy host. */
+    s = at(2000, 3, 6, 400, 1.0, 0.01, 0.0);
+    s.demand_each = 0.02;
+    cr_autoscale_decide(&L, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_UP);
 }
 
 static void test_queue_empty_or_idle_loops_do_not_scale_up(void **state)
@@ -242,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocked_without_cpu_goes_past_cores),
         cmocka_unit_test(test_cpu_bound_stops_at_the_cores),
+        cmocka_unit_test(test_starved_cpu_bound_is_still_cpu_bound),
         cmocka_unit_test(test_queue_empty_or_idle_loops_do_not_scale_up),
         cmocka_unit_test(test_budget_caps),
         cmocka_unit_test(test_down_after_the_cooldown),
