@@ -100,6 +100,18 @@ int cr_cgroup_parse_proc_cgroup(const char *text, enum cr_cgroup_layout l, char 
  * ("+memory +pids +cpu", those of the three that are listed). -ENODEV when
  * memory is not listed, -ENOBUFS when ret is too small. */
 int cr_cgroup_parse_controllers(const char *text, char *ret, size_t size);
+/* Pressure stall information (PSI) of a group's memory: the share of
+ * time (percent, over the last 10 s and 60 s) some of its tasks ("some")
+ * or all of them ("full") were stalled waiting for memory — reclaim,
+ * refaults, memory.high's throttling — and the totals in µs. */
+struct cr_cgroup_pressure {
+    double some_avg10, some_avg60;
+    double full_avg10, full_avg60;
+    uint64_t some_total_us, full_total_us;
+};
+/* v2 memory.pressure (also /proc/pressure/memory): two lines, "some
+ * avg10=… avg60=… avg300=… total=…" and "full …". */
+int cr_cgroup_parse_pressure(const char *text, struct cr_cgroup_pressure *ret);
 /* CPU quotas as whole CPUs, rounded up (0.5 CPU → 1, 1.5 → 2); 0 = no
  * quota. v2 cpu.max ("max 100000", "150000 100000"); v1 the texts of
  * cpu.cfs_quota_us (-1 = none) and cpu.cfs_period_us. */
@@ -163,6 +175,16 @@ int cr_cgroup_read_peak(struct cr_cgroup *cg, uint64_t *ret_peak);
  * the group nor wait on the hierarchy's locks (a view for an answer). */
 int cr_cgroup_peek_usage(const struct cr_cgroup *cg, uint64_t *ret_usage);
 int cr_cgroup_read_stat(struct cr_cgroup *cg, struct cr_cgroup_stat *ret);
+/* v2 memory.pressure: -EOPNOTSUPP on v1, -ENOENT where the kernel keeps
+ * no PSI (psi=0 on its command line, or built without it). */
+int cr_cgroup_read_pressure(struct cr_cgroup *cg, struct cr_cgroup_pressure *ret);
+/* A user.* extended attribute of the group's directory (cgroup2 keeps
+ * them since Linux 5.7; systemd-oomd writes user.oomd_kill, the processes
+ * it killed there, and reads user.oomd_omit, "leave this group alone").
+ * get: its value read as a decimal integer; -ENODATA when unset,
+ * -EOPNOTSUPP where the file system keeps none. set: writes value. */
+int cr_cgroup_get_xattr_u64(const struct cr_cgroup *cg, const char *name, uint64_t *ret);
+int cr_cgroup_set_xattr(const struct cr_cgroup *cg, const char *name, const char *value);
 /* local=true reads v2 memory.events.local (events of this group alone);
  * on v1 both read memory.oom_control + memory.failcnt. */
 int cr_cgroup_read_events(struct cr_cgroup *cg, bool local, struct cr_cgroup_events *ret);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cr_cgroup_internal.h"
@@ -199,4 +200,37 @@ int cr_cgroup_read_events(struct cr_cgroup *cg, bool local, struct cr_cgroup_eve
     /* memory.events.local exists since Linux 5.2. */
     int r = cr_cgroup_read(cg, local ? "memory.events.local" : "memory.events", text, sizeof text);
     return r < 0 ? r : cr_cgroup_parse_events(text, ret);
+}
+
+int cr_cgroup_read_pressure(struct cr_cgroup *cg, struct cr_cgroup_pressure *ret)
+{
+    char text[512];
+    if (!cg || !ret)
+        return -EINVAL;
+    if (cg->layout != CR_CGROUP_V2)
+        return -EOPNOTSUPP;
+    int r = cr_cgroup_read(cg, "memory.pressure", text, sizeof text);
+    /* Without PSI the file is absent, or reading it fails EOPNOTSUPP. */
+    return r < 0 ? (r == -EOPNOTSUPP ? -ENOENT : r) : cr_cgroup_parse_pressure(text, ret);
+}
+
+int cr_cgroup_get_xattr_u64(const struct cr_cgroup *cg, const char *name, uint64_t *ret)
+{
+    char buf[32];
+    if (!cg || !name || !ret)
+        return -EINVAL;
+    ssize_t n = getxattr(cr_cgroup_fs_path(cg), name, buf, sizeof(buf) - 1);
+    if (n < 0)
+        return errno == ENOTSUP ? -EOPNOTSUPP : -errno;
+    buf[n] = '\0';
+    return cr_cgroup_parse_u64(buf, ret);
+}
+
+int cr_cgroup_set_xattr(const struct cr_cgroup *cg, const char *name, const char *value)
+{
+    if (!cg || !name || !value)
+        return -EINVAL;
+    if (setxattr(cr_cgroup_fs_path(cg), name, value, strlen(value), 0) < 0)
+        return errno == ENOTSUP ? -EOPNOTSUPP : -errno;
+    return 0;
 }

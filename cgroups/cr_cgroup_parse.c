@@ -2,7 +2,9 @@
  * so they are unit-tested on captured samples of real kernels. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,4 +307,41 @@ char *cr_cgroup_parent(const char *rel)
     if (slash == rel)
         return strdup("/");
     return strndup(rel, (size_t)(slash - rel));
+}
+
+/* "some avg10=1.23 avg60=0.50 avg300=0.10 total=12345": the figures of one
+ * line after its first word. */
+static int pressure_line(const char *p, double *avg10, double *avg60, uint64_t *total)
+{
+    unsigned long long t;
+    double a10, a60, a300;
+    if (sscanf(p, " avg10=%lf avg60=%lf avg300=%lf total=%llu", &a10, &a60, &a300, &t) != 4 ||
+        a10 < 0 || a60 < 0)
+        return -EINVAL;
+    *avg10 = a10;
+    *avg60 = a60;
+    *total = t;
+    return 0;
+}
+
+int cr_cgroup_parse_pressure(const char *text, struct cr_cgroup_pressure *ret)
+{
+    struct cr_cgroup_pressure p = {0};
+    bool some = false;
+    if (!text || !ret)
+        return -EINVAL;
+    for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        if (strncmp(l, "some ", 5) == 0) {
+            if (pressure_line(l + 4, &p.some_avg10, &p.some_avg60, &p.some_total_us) < 0)
+                return -EINVAL;
+            some = true;
+        } else if (strncmp(l, "full ", 5) == 0 &&
+                   pressure_line(l + 4, &p.full_avg10, &p.full_avg60, &p.full_total_us) < 0) {
+            return -EINVAL;
+        }
+    }
+    if (!some) /* the "some" line is always there; "full" is absent for CPU before 5.13 */
+        return -EINVAL;
+    *ret = p;
+    return 0;
 }

@@ -13,6 +13,7 @@
 #include "death.h"
 #include "history.h"
 #include "lifecycle.h"
+#include "memread.h"
 #include "notify.h"
 #include "trend.h"
 
@@ -84,6 +85,7 @@ struct cr_worker_view {
     const char *last_death;        /* the slot's last death's category, or NULL: none */
     const char *last_death_reason;
     struct cr_request_seen request; /* from its worker page, read now */
+    struct cr_mem_pressure pressure; /* its group's PSI at the last sample (v2) */
 };
 
 /* A view answers a request (status, worker, metrics): its memory figures

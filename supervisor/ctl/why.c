@@ -566,6 +566,13 @@ static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
         snprintf(l2, sizeof(l2),
                  "Set --memory-max so that a limit of corral's bites first, and "
                  "look at what else runs on the host.");
+    } else if (strcmp(cat, "oom-userspace") == 0) {
+        snprintf(l1, sizeof(l1),
+                 "systemd-oomd killed its group: the memory pressure of the unit it watches "
+                 "stayed over its limit (ManagedOOMMemoryPressure=).");
+        snprintf(l2, sizeof(l2),
+                 "Find what presses (corralctl status: each worker's memory pressure); "
+                 "--memory-pressure PCT recycles a worker before oomd has to kill.");
     } else if (strcmp(cat, "memory-kill") == 0) {
         growth(&x->mem[0], "its RSS", g, sizeof(g));
         snprintf(l1, sizeof(l1),

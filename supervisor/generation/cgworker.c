@@ -154,6 +154,14 @@ void cr_cgworker_evidence(struct cr_gen *g, struct cr_death_evidence *ev, struct
     }
     ev->own_path = cr_cgroup_rel(g->cg.cg);
     ev->own_limit = g->cg.limit;
+    /* systemd-oomd kills a whole leaf group and counts it there; a
+     * generation's group is new, so any count is this worker's. */
+    uint64_t oomd = 0;
+    if (died_of_sigkill(ev) && t->layout == CR_CGROUP_V2 &&
+        cr_cgroup_get_xattr_u64(g->cg.cg, "user.oomd_kill", &oomd) == 0 && oomd) {
+        ev->oomd_kill = oomd;
+        ev->oomd_path = ev->own_path;
+    }
     enclosing_evidence(t, ev);
     pm->oom_scope = CR_PM_OOM_ALL;
     pm->oom_own = ev->own;

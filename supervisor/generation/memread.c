@@ -78,13 +78,41 @@ int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct 
         .heap_reported = (rep->last.present & CR_NF_HEAP_USED) != 0,
     };
     cr_trend_ring_push(m->samples, &s);
+    if (in->psi)
+        m->pressure = (struct cr_mem_pressure){.known = true, .some10 = in->some10,
+                                               .some60 = in->some60, .full10 = in->full10,
+                                               .full60 = in->full60, .at = in->now};
     struct cr_trend t;
-    if (cr_trend_analyze_ring(m->samples, &tp, in->cg_limit, &t) < 0 || t.verdict == m->verdict)
+    if (cr_trend_analyze_ring(m->samples, &tp, in->cg_limit, &t) < 0)
         return 0;
-    m->verdict = t.verdict;
+    /* Pressure says more than a trend, but less than a limit about to be
+     * met: near-limit stays. */
+    bool pressed = in->psi && in->some10 >= CR_MEM_PRESSURE_VERDICT_PCT &&
+                   t.verdict != CR_TREND_NEAR_LIMIT;
+    enum cr_trend_verdict v = pressed ? CR_TREND_PRESSURE : t.verdict;
+    if (v == m->verdict)
+        return 0;
+    m->verdict = v;
     m->verdict_at = in->now;
-    cr_trend_format(&t, m->verdict_text, sizeof(m->verdict_text));
+    if (pressed) {
+        char rest[sizeof(m->verdict_text)];
+        cr_trend_format(&t, rest, sizeof(rest));
+        snprintf(m->verdict_text, sizeof(m->verdict_text),
+                 "verdict=pressure memory.pressure some avg10=%.1f%% full avg10=%.1f%% (%.150s)",
+                 in->some10, in->full10, rest);
+    } else {
+        cr_trend_format(&t, m->verdict_text, sizeof(m->verdict_text));
+    }
     return 1;
+}
+
+unsigned cr_mem_over_pressure(struct cr_mem *m, unsigned pct)
+{
+    if (!pct || !m->pressure.known || m->pressure.some10 < (double)pct) {
+        m->pressure_over = 0;
+        return 0;
+    }
+    return ++m->pressure_over;
 }
 
 void cr_mem_note_resident(struct cr_mem *m, uint64_t rss, uint64_t now)

@@ -11,6 +11,21 @@
 
 struct cr_report;
 
+/* The group's memory pressure (PSI) at the last sample, v2 only. */
+struct cr_mem_pressure {
+    bool known;
+    double some10, some60; /* % of time some task stalled on memory, 10 s and 60 s averages */
+    double full10, full60; /* ... every task */
+    uint64_t at;           /* loop ms of the reading */
+};
+
+/* From this much "some" pressure (avg10, %) the verdict says pressure:
+ * tasks of the worker wait on memory a tenth of the time (reclaim,
+ * refaults, memory.high's throttling) — it is slowed by memory whatever
+ * its trend, and a userspace OOM killer (systemd-oomd's default limit is
+ * 60 % over 30 s) may be on its way. */
+#define CR_MEM_PRESSURE_VERDICT_PCT 10.0
+
 struct cr_mem {
     struct cr_trend_ring *samples; /* made by the first sample */
     uint64_t sampled_at;           /* loop ms of the last sample; 0 = none */
@@ -22,6 +37,8 @@ struct cr_mem {
     char verdict_text[256];
     unsigned soft_over;       /* consecutive samples above the soft limit */
     uint64_t soft_crossed_at; /* loop ms when usage first crossed it */
+    struct cr_mem_pressure pressure;
+    unsigned pressure_over; /* consecutive samples over --memory-pressure */
 };
 
 /* A new generation: no readings (the ring is kept, emptied; the round too:
@@ -43,6 +60,8 @@ struct cr_mem_reading {
     uint64_t cg_usage; /* ... as this (kept from before when unread) */
     uint64_t cg_limit; /* its hard limit; 0 = none */
     size_t ring;       /* the ring's capacity (--sample-ring) */
+    bool psi;          /* its group's memory.pressure was read now: */
+    double some10, some60, full10, full60;
 };
 
 /* Takes one reading with the worker's last report into the ring and reads
@@ -55,3 +74,6 @@ int cr_mem_take(struct cr_mem *m, const struct cr_mem_reading *in, const struct 
  * limit corrald enforces itself): the ring is not touched. */
 void cr_mem_note_resident(struct cr_mem *m, uint64_t rss, uint64_t now);
 unsigned cr_mem_over_soft(struct cr_mem *m, uint64_t usage, uint64_t soft, uint64_t now);
+/* Counts the last pressure reading against --memory-pressure (pct, 0 =
+ * off): the consecutive samples at or over it, 0 below or unknown. */
+unsigned cr_mem_over_pressure(struct cr_mem *m, unsigned pct);

@@ -116,6 +116,10 @@ static void strv_free(struct strv *s)
     *s = (struct strv){0};
 }
 
+/* base64("some 200000 2000000\0"): tests/unit/core/test_pressure_write.py
+ * decodes it. */
+#define CR_MEMORY_PRESSURE_WRITE "c29tZSAyMDAwMDAgMjAwMDAwMAA="
+
 static const char *base_name(const char *path)
 {
     const char *b = strrchr(path, '/');
@@ -315,6 +319,22 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
         goto out;
     }
     cr_cgworker_baseline(g, own0_read ? &own0 : NULL);
+    /* Where the worker may watch its own memory pressure, as systemd (254
+     * and later) tells a service with MemoryPressureWatch=: a runtime
+     * that knows these (sd-event, GLib) sheds caches before corral or the
+     * kernel must act. The trigger is systemd's default, 200 ms of "some"
+     * stall in a 2 s window: base64 of "some 200000 2000000" and its NUL. */
+    if (r >= 0 && g->cg.cg && cr_cgroup_layout(g->cg.cg) == CR_CGROUP_V2 &&
+        !env_has(&env, "MEMORY_PRESSURE_WATCH=")) {
+        r = strv_add(&env, fmt("MEMORY_PRESSURE_WATCH=%s/memory.pressure",
+                               cr_cgroup_fs_path(g->cg.cg)));
+        r = r ?: strv_add(&env, strdup("MEMORY_PRESSURE_WRITE=" CR_MEMORY_PRESSURE_WRITE));
+        if (r < 0) {
+            cr_freeze_release(g);
+            cr_cgworker_release(g);
+            goto out;
+        }
+    }
 
     const struct cr_priority *prio = sp->priority;
     struct cr_spawn_opts o = {

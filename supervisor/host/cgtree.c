@@ -259,6 +259,24 @@ static int open_instance(struct cr_cgtree *t, const struct cr_config *cfg, const
     return 0;
 }
 
+/* systemd-oomd, where a unit above corrald has ManagedOOMMemoryPressure=
+ * kill, picks a leaf group to kill among the unit's: never corrald's own
+ * (user.oomd_omit), whose death would take every worker with it; a worker's
+ * group it may kill, and the death is then classified oom-userspace. A
+ * file system without user xattrs (a kernel before 5.7) leaves it to
+ * oomd's own choice, said once. */
+static void omit_from_oomd(const char *leaf)
+{
+    struct cr_cgroup *cg = NULL;
+    int r = cr_cgroup_open(leaf, false, &cg);
+    if (r == 0)
+        r = cr_cgroup_set_xattr(cg, "user.oomd_omit", "1");
+    cr_cgroup_free(cg);
+    if (r < 0)
+        cr_log(CR_LOG_INFO, "cannot mark %s user.oomd_omit for systemd-oomd: %s", leaf,
+               strerror(-r));
+}
+
 /* cgroup v2 allows no processes in a group whose children have controllers
  * enabled: corrald moves itself into a leaf of its own group first. */
 static int enter_leaf(const char *base, const char *mount)
@@ -275,6 +293,7 @@ static int enter_leaf(const char *base, const char *mount)
         return r;
     }
     cr_log(CR_LOG_INFO, "moved corrald into %s", leaf);
+    omit_from_oomd(leaf);
     free(leaf);
     return 0;
 }

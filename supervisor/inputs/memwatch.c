@@ -81,6 +81,24 @@ static void check_soft_limit(struct cr_worker *w, uint64_t usage)
                      (unsigned long long)(cr_now_ms(sup) - w->g.mem.soft_crossed_at));
 }
 
+/* --memory-pressure: a worker whose group stalls on memory that much for
+ * --soft-samples samples is replaced gracefully, as at the soft limit:
+ * before the kernel's reclaim makes every request slow, and before a
+ * userspace OOM killer takes the group. */
+static void check_pressure(struct cr_worker *w)
+{
+    struct cr_supervisor *sup = w->sup;
+    unsigned over = cr_mem_over_pressure(&w->g.mem, sup->cfg.memory_pressure_pct);
+    if (!over || over < sup->cfg.soft_samples)
+        return;
+    char why[160];
+    snprintf(why, sizeof(why),
+             "memory pressure (some avg10 %.1f%% >= %u%% for %u samples, full avg10 %.1f%%)",
+             w->g.mem.pressure.some10, sup->cfg.memory_pressure_pct, over,
+             w->g.mem.pressure.full10);
+    cr_worker_recycle(w, why);
+}
+
 /* The limit corrald enforces on w itself: --memory-max when w has no
  * cgroup of its own (the kernel enforces it otherwise); 0: none. */
 static uint64_t enforced_limit(const struct cr_worker *w)
@@ -133,8 +151,18 @@ static void sample_worker(struct cr_worker *w)
     struct cr_mem_reading in = {.now = cr_now_ms(sup), .rss = rss, .cg = g->cg.cg != NULL,
                                 .cg_usage = g->mem.cg_usage, .cg_limit = g->cg.limit,
                                 .ring = sup->cfg.sample_ring};
-    if (g->cg.cg)
+    if (g->cg.cg) {
         in.cg_read = cr_cgroup_read_usage(g->cg.cg, &in.cg_usage) == 0;
+        struct cr_cgroup_pressure p;
+        /* v2 only (-EOPNOTSUPP on v1, -ENOENT without PSI). */
+        if (cr_cgroup_read_pressure(g->cg.cg, &p) == 0) {
+            in.psi = true;
+            in.some10 = p.some_avg10;
+            in.some60 = p.some_avg60;
+            in.full10 = p.full_avg10;
+            in.full60 = p.full_avg60;
+        }
+    }
     enum cr_trend_verdict was = g->mem.verdict;
     if (cr_mem_take(&g->mem, &in, &g->report) == 1) {
         enum cr_trend_verdict v = g->mem.verdict;
@@ -147,6 +175,7 @@ static void sample_worker(struct cr_worker *w)
     }
     check_hard_limit(w, g->mem.rss);
     check_soft_limit(w, g->cg.cg ? g->mem.cg_usage : g->mem.rss);
+    check_pressure(w);
 }
 
 /* Workers under a limit corrald enforces: their resident memory only,

@@ -40,6 +40,7 @@ struct cr_config {
     unsigned workers_max;      /*   both 0: N is fixed */
     uint64_t scale_wait_ms;    /* the accept queue's wait that calls for a worker (autoscale.h) */
     uint64_t scale_cooldown_ms; /* low use this long before workers go */
+    unsigned memory_pressure_pct; /* recycle at this PSI some avg10 (v2); 0 = off */
     char *listen;              /* HOST:PORT */
     enum cr_balance balance;
     uint64_t saturated_after_ms; /* the accept queue waited this long: saturated; 0 = off */

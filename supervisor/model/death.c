@@ -18,6 +18,7 @@ static const char *const death_names[_CR_DEATH_MAX] = {
     [CR_DEATH_OOM_ANCESTOR_LIMIT] = "oom-ancestor-limit",
     [CR_DEATH_OOM_SYSTEM] = "oom-system",
     [CR_DEATH_MEMORY_KILL] = "memory-kill",
+    [CR_DEATH_OOM_USERSPACE] = "oom-userspace",
     [CR_DEATH_WATCHDOG_KILL] = "watchdog-kill",
     [CR_DEATH_STOP_TIMEOUT] = "stop-timeout",
     [CR_DEATH_START_TIMEOUT] = "start-timeout",
@@ -362,6 +363,11 @@ static void classify_sigkill(const struct cr_death_evidence *ev, struct cr_death
         classify_oom_direct(ev, r);
     } else if (classify_ledger(ev, SIGKILL, r)) {
         /* corrald's own SIGKILL, no kernel kill counted in the group. */
+    } else if (ev->oomd_kill) {
+        set(r, CR_DEATH_OOM_USERSPACE,
+            "killed by systemd-oomd under memory pressure: it counted %" PRIu64
+            " process(es) killed in %s (user.oomd_kill)",
+            ev->oomd_kill, ev->oomd_path ? ev->oomd_path : "the worker's group");
     } else if (oom_ancestor_indirect(ev)) {
         set(r, CR_DEATH_OOM_ANCESTOR_LIMIT,
             "probably killed by the kernel OOM killer at an enclosing cgroup's limit");

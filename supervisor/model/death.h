@@ -21,6 +21,7 @@ enum cr_death {
     CR_DEATH_OOM_ANCESTOR_LIMIT, /* kernel OOM kill at an enclosing cgroup's limit */
     CR_DEATH_OOM_SYSTEM,         /* kernel OOM kill with no cgroup limit involved */
     CR_DEATH_MEMORY_KILL,        /* corrald killed it at --memory-max (no per-worker group) */
+    CR_DEATH_OOM_USERSPACE,      /* a userspace OOM killer (systemd-oomd) killed its group */
     CR_DEATH_WATCHDOG_KILL,      /* corrald killed it because it hung */
     CR_DEATH_STOP_TIMEOUT,       /* corrald SIGKILLed it: drain outlived the stop timeout */
     CR_DEATH_START_TIMEOUT,      /* corrald killed it: no READY=1 in time */
@@ -128,6 +129,11 @@ struct cr_death_evidence {
     uint64_t own_peak;
     uint64_t ancestor_peak;
     uint64_t system_oom_kill; /* /proc/vmstat oom_kill delta */
+    /* systemd-oomd's count of the processes it killed in the worker's group
+     * (its user.oomd_kill xattr) over the worker's life: it SIGKILLs a
+     * whole group under memory pressure and writes the count there. */
+    uint64_t oomd_kill;
+    const char *oomd_path; /* the group that carries it; may be NULL */
     /* --no-cgroups: the worker has no group of its own; "own" holds only the
      * kill count of the group it shares with corrald (whose limit is an
      * enclosing one and is counted among the ancestors). */

@@ -63,7 +63,7 @@ unsigned cr_slot_next_generation(struct cr_slot *slot)
 bool cr_death_is_oom_kill(enum cr_death d)
 {
     return d == CR_DEATH_OOM_OWN_LIMIT || d == CR_DEATH_OOM_ANCESTOR_LIMIT ||
-           d == CR_DEATH_OOM_SYSTEM;
+           d == CR_DEATH_OOM_SYSTEM || d == CR_DEATH_OOM_USERSPACE;
 }
 
 void cr_slot_record_death(struct cr_slot *slot, const struct cr_postmortem *pm)

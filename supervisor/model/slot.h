@@ -59,5 +59,6 @@ bool cr_slot_vacant(const struct cr_slot *slot);
 unsigned cr_slot_next_generation(struct cr_slot *slot);
 /* A death of the slot's process: its last death, and an OOM kill counted. */
 void cr_slot_record_death(struct cr_slot *slot, const struct cr_postmortem *pm);
-/* True for the kernel's OOM kills (own, ancestor or system limit). */
+/* True for the OOM kills: the kernel's (own, ancestor or system limit) and a
+ * userspace OOM killer's (systemd-oomd). */
 bool cr_death_is_oom_kill(enum cr_death d);

@@ -18,6 +18,7 @@ static const char *const verdict_names[_CR_TREND_VERDICT_MAX] = {
     [CR_TREND_OFFHEAP_GROWING] = "offheap-growing",
     [CR_TREND_RSS_GROWING] = "rss-growing",
     [CR_TREND_NEAR_LIMIT] = "near-limit",
+    [CR_TREND_PRESSURE] = "pressure",
 };
 
 const char *cr_trend_verdict_to_string(enum cr_trend_verdict v)

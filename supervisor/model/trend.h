@@ -53,6 +53,7 @@ enum cr_trend_verdict {
     CR_TREND_OFFHEAP_GROWING,
     CR_TREND_RSS_GROWING,
     CR_TREND_NEAR_LIMIT,
+    CR_TREND_PRESSURE, /* its group's memory pressure is high (PSI; memread.c sets it) */
     _CR_TREND_VERDICT_MAX,
 };
 

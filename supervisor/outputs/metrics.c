@@ -259,6 +259,25 @@ char *cr_metrics_text(const struct cr_supervisor *sup)
         cr_prom_printf(&b, "corral_worker_memory_verdict{worker=\"%d\",verdict=\"%s\"} 1\n",
                        ws.v[i].id,
                        cr_trend_verdict_to_string((enum cr_trend_verdict)ws.v[i].verdict));
+    /* PSI, where the worker has a v2 group of its own. */
+    static const struct {
+        const char *kind, *window;
+        size_t off;
+    } psi[] = {
+        {"some", "10s", offsetof(struct cr_mem_pressure, some10)},
+        {"some", "60s", offsetof(struct cr_mem_pressure, some60)},
+        {"full", "10s", offsetof(struct cr_mem_pressure, full10)},
+        {"full", "60s", offsetof(struct cr_mem_pressure, full60)},
+    };
+    cr_prom_family(&b, "corral_worker_memory_pressure_ratio", "gauge",
+                   "Share of time the worker's tasks stalled on memory (PSI of its cgroup, v2): "
+                   "some = at least one, full = all; over the last 10 s or 60 s.");
+    for (size_t i = 0; i < ws.n; i++)
+        for (size_t k = 0; ws.v[i].pressure.known && k < sizeof(psi) / sizeof(psi[0]); k++)
+            cr_prom_printf(
+                &b, "corral_worker_memory_pressure_ratio{worker=\"%d\",kind=\"%s\",window=\"%s\"} %.4f\n",
+                ws.v[i].id, psi[k].kind, psi[k].window,
+                *(const double *)((const char *)&ws.v[i].pressure + psi[k].off) / 100.0);
     free(ws.v);
     free(ws.label);
     char *text;

@@ -169,6 +169,15 @@ static cJSON *worker_json(const struct cr_worker *w, struct cr_view_fresh *fresh
     if (v.status_text[0])
         str(o, "status", v.status_text);
     add(o, "request", cr_request_seen_to_json(&v.request));
+    if (v.pressure.known) { /* v2, with PSI */
+        cJSON *p = cJSON_AddObjectToObject(o, "memory_pressure");
+        add(p, "some_avg10", cJSON_CreateNumber(v.pressure.some10));
+        add(p, "some_avg60", cJSON_CreateNumber(v.pressure.some60));
+        add(p, "full_avg10", cJSON_CreateNumber(v.pressure.full10));
+        add(p, "full_avg60", cJSON_CreateNumber(v.pressure.full60));
+    } else {
+        null(o, "memory_pressure");
+    }
     if (v.last_death) {
         cJSON *d = cJSON_CreateObject();
         str(d, "category", v.last_death);

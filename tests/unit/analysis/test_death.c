@@ -474,6 +474,38 @@ static void test_sigkill_plain(void **state)
     assert_int_equal(r.category, CR_DEATH_SIGNAL);
 }
 
+/* systemd-oomd SIGKILLs a whole group under memory pressure and counts
+ * the processes in its user.oomd_kill xattr: a SIGKILL with that count and
+ * no kernel kill is oomd's. A kernel kill counted wins; so does corrald's
+ * own SIGKILL (it knows why it sent it). */
+static void test_oom_userspace(void **state)
+{
+    struct cr_death_evidence ev = killed(SIGKILL);
+    ev.cg = CR_DEATH_CG_V2;
+    ev.oomd_kill = 3;
+    ev.oomd_path = "/system.slice/corral.service/workers/x/w2-5";
+    struct cr_death_result r = classify(&ev);
+    assert_int_equal(r.category, CR_DEATH_OOM_USERSPACE);
+    assert_int_equal(r.shell_status, 137);
+    assert_reason_has(r, "systemd-oomd");
+    assert_reason_has(r, "3 process(es) killed in /system.slice/corral.service/workers/x/w2-5");
+    assert_string_equal(cr_death_to_string(CR_DEATH_OOM_USERSPACE), "oom-userspace");
+    ev.own.oom_kill = 1;
+    ev.own.oom = 1;
+    r = classify(&ev);
+    assert_int_equal(r.category, CR_DEATH_OOM_OWN_LIMIT);
+    ev.own = (struct cr_oom_delta){0};
+    ev.kill_reason = CR_KILL_MEMORY;
+    ev.kill_signal = SIGKILL;
+    r = classify(&ev);
+    assert_int_equal(r.category, CR_DEATH_MEMORY_KILL);
+    /* Not a SIGKILL: not oomd's. */
+    ev = killed(SIGTERM);
+    ev.oomd_kill = 3;
+    r = classify(&ev);
+    assert_int_equal(r.category, CR_DEATH_SIGNAL);
+}
+
 static void test_old_counters_do_not_mislabel_sigterm(void **state)
 {
     /* Only SIGKILL can be an OOM kill; a delta that moved because a child
@@ -661,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_oom_kill_without_limit_counters),
         cmocka_unit_test(test_oom_beats_corrald_sigkill),
         cmocka_unit_test(test_sigkill_ledger),
+        cmocka_unit_test(test_oom_userspace),
         cmocka_unit_test(test_hang_mask),
         cmocka_unit_test(test_sigkill_indirect),
         cmocka_unit_test(test_sigkill_plain),

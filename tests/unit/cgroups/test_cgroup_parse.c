@@ -247,6 +247,33 @@ static void test_cpu_quota(void **state)
     assert_int_equal(cr_cgroup_parse_cfs(NULL, period, &n), -EINVAL);
 }
 
+/* PSI: memory.pressure's two lines (the kernel's format); the host's
+ * /proc/pressure/memory has the same. */
+static void test_pressure(void **state)
+{
+    struct cr_cgroup_pressure p;
+    (void)state;
+    assert_int_equal(cr_cgroup_parse_pressure(slurp("v2/memory.pressure"), &p), 0);
+    assert_true(p.some_avg10 > 12.49 && p.some_avg10 < 12.51);
+    assert_true(p.some_avg60 > 3.24 && p.some_avg60 < 3.26);
+    assert_true(p.full_avg10 > 3.99 && p.full_avg10 < 4.01);
+    assert_int_equal(p.some_total_us, 4567890);
+    assert_int_equal(p.full_total_us, 123456);
+    /* "full" may be missing (the CPU's before 5.13): zero. */
+    assert_int_equal(cr_cgroup_parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+                                              &p),
+                     0);
+    assert_true(p.full_avg10 == 0 && p.full_total_us == 0);
+    assert_int_equal(cr_cgroup_parse_pressure("", &p), -EINVAL);
+    assert_int_equal(cr_cgroup_parse_pressure("full avg10=1 avg60=1 avg300=1 total=1\n", &p),
+                     -EINVAL);
+    assert_int_equal(cr_cgroup_parse_pressure("some avg10=x avg60=0 avg300=0 total=0\n", &p),
+                     -EINVAL);
+    assert_int_equal(cr_cgroup_parse_pressure("some avg10=-1 avg60=0 avg300=0 total=0\n", &p),
+                     -EINVAL);
+    assert_int_equal(cr_cgroup_parse_pressure(NULL, &p), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +287,7 @@ int main(void)
         cmocka_unit_test(test_controllers),
         cmocka_unit_test(test_parent_and_names),
         cmocka_unit_test(test_cpu_quota),
+        cmocka_unit_test(test_pressure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
