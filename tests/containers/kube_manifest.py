@@ -10,7 +10,7 @@ line of its own (asserted: one match each).
   kube_manifest.py values FILE
       prints the values as JSON (bytes, seconds, ports, names, the death
       category a leaking worker must end in), after checking them;
-  kube_manifest.py for-podman FILE NAME TERMLOG
+  kube_manifest.py for-podman FILE NAME TERMLOG [PROBE_TIMEOUT]
       prints the copy podman kube play is given (Manifest.for_podman)."""
 import json
 import os
@@ -79,9 +79,29 @@ class Manifest:
             block.append(line)
         return json.loads(textwrap.dedent("\n".join(block)))
 
+    def block(self, key, kind="Deployment"):
+        """The lines of `key:` and everything indented below it, as text."""
+        lines = self.docs[self.doc(kind)].split("\n")
+        hits = [i for i, line in enumerate(lines) if line.strip() == f"{key}:"]
+        assert len(hits) == 1, f"{self.path}: {len(hits)} lines '{key}:'"
+        out = [lines[hits[0]]]
+        for line in lines[hits[0] + 1:]:
+            if line.strip() and indent(line) <= indent(out[0]):
+                break
+            out.append(line)
+        return "\n".join(out).rstrip("\n") + "\n"
+
     def probe(self, kind):
         path, port = self.one(rf"^\s*{kind}:\n\s*httpGet: \{{path: (\S+), port: (\d+)\}}$")
         return path, int(port)
+
+    def probe_timing(self, kind):
+        """periodSeconds, timeoutSeconds, failureThreshold of a probe (the
+        Kubernetes defaults where absent: 10, 1, 3)."""
+        b = self.block(kind)
+        got = [re.findall(rf"^\s*{k}: (\d+)$", b, re.M) for k in
+               ("periodSeconds", "timeoutSeconds", "failureThreshold")]
+        return [int(g[0]) if g else d for g, d in zip(got, (10, 1, 3))]
 
     def values(self):
         """What the manifest promises, checked: the probes on the metrics
@@ -102,6 +122,7 @@ class Manifest:
              "stop_delay": corral_seconds(cfg["stop-delay"]),
              "stop_timeout": corral_seconds(cfg["stop-timeout"]),
              "liveness": self.probe("livenessProbe"),
+             "liveness_timing": self.probe_timing("livenessProbe"),
              "readiness": self.probe("readinessProbe")}
         v["category"] = "oom-own-limit" if v["writable"] else "memory-kill"
         host, port = cfg["listen"].rsplit(":", 1)
@@ -120,9 +141,12 @@ class Manifest:
             f"{need / MIB:.0f} MiB needed, the limit is {v['limit'] / MIB:.0f} MiB"
         return v
 
-    def for_podman(self, name, termlog):
+    def for_podman(self, name, termlog, probe_timeout=None):
         """The text podman kube play is given: this manifest with
         - the Deployment named `name` and one replica (the test's own);
+        - with probe_timeout, that timeoutSeconds for the liveness probe
+          (the emulated guest: podman times the probe's whole exec there,
+          several seconds under TCG, not the HTTP request);
         - no containerPorts: podman publishes each on the host as a
           hostPort, and refuses that with --network none (Kubernetes reads
           them as information, and for the Service's named targetPort);
@@ -136,6 +160,10 @@ class Manifest:
         assert n == 1, "the Deployment's metadata.name"
         d, n = re.subn(r"^(\s*replicas: )\d+$", r"\g<1>1", d, flags=re.M)
         assert n == 1, "replicas"
+        if probe_timeout is not None:
+            d, n = re.subn(r"^(\s*livenessProbe:\n(?:\s+\S.*\n)*?\s*timeoutSeconds: )\d+$",
+                           rf"\g<1>{int(probe_timeout)}", d, count=1, flags=re.M)
+            assert n == 1, "the liveness probe's timeoutSeconds"
         out, skip, edits = [], None, set()
         for line in d.split("\n"):
             if skip is not None:
@@ -165,10 +193,10 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "values":
         print(json.dumps(Manifest(argv[2]).values()))
         return 0
-    if len(argv) == 5 and argv[1] == "for-podman":
+    if len(argv) in (5, 6) and argv[1] == "for-podman":
         m = Manifest(argv[2])
         m.values()
-        sys.stdout.write(m.for_podman(argv[3], argv[4]))
+        sys.stdout.write(m.for_podman(argv[3], argv[4], *argv[5:]))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

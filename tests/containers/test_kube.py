@@ -105,18 +105,35 @@ def get(pid, port, path, timeout=5):
         c.close()
 
 
+def cgroup_lines(pid, ns_of=None):
+    """pid's /proc/PID/cgroup, read from the host's cgroup namespace (host
+    paths), or from ns_of's (paths below that namespace's root)."""
+    argv = ["cat", f"/proc/{pid}/cgroup"]
+    if ns_of:
+        argv = ["nsenter", f"--cgroup=/proc/{ns_of}/ns/cgroup"] + argv
+    return engines.run(argv, timeout=30).splitlines()
+
+
 def cgroup_of(pid):
-    """(layout, the host directory of pid's memory cgroup): /proc/PID/cgroup
-    read from the host's cgroup namespace gives the host's path."""
+    """(layout, the host directory of the container's memory cgroup) for the
+    container whose PID 1 is pid: pid's group by its host path, less where
+    corrald sits below its namespace's root (on v2 it moves itself into a
+    supervisor/ leaf of the container's group)."""
     layout = ct.memcg_layout()
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            _, ctl, path = line.rstrip("\n").split(":", 2)
-            if layout == "v1" and "memory" in ctl.split(","):
-                return layout, ct.MEMCG_V1 + path
-            if layout == "v2" and ctl == "":
-                return layout, ct.CGROOT + path
-    raise AssertionError(f"no memory cgroup for pid {pid}")
+
+    def memory(lines):
+        for line in lines:
+            _, ctl, path = line.split(":", 2)
+            if (layout == "v1" and "memory" in ctl.split(",")) or (layout == "v2" and ctl == ""):
+                return path
+        raise AssertionError(f"no memory cgroup in {lines}")
+    host = memory(cgroup_lines(pid))
+    if os.readlink(f"/proc/{pid}/ns/cgroup") != os.readlink("/proc/self/ns/cgroup"):
+        inside = memory(cgroup_lines(pid, ns_of=pid))
+        if inside != "/":
+            assert host.endswith(inside), (host, inside)
+            host = host[:-len(inside)]
+    return layout, (ct.MEMCG_V1 if layout == "v1" else ct.CGROOT) + host
 
 
 def read(path):
