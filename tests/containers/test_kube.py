@@ -57,6 +57,7 @@ import kube_manifest  # noqa: E402
 
 ct = engines.ct
 MANIFESTS = os.path.join(engines.SRC, "containers", "kubernetes")
+DOC = os.path.join(engines.SRC, "docs", "containers-kubernetes.md")
 # podman's pause image is built from catatonit, found here (Debian's
 # catatonit package); without it `kube play` fails.
 CATATONIT = "/usr/libexec/podman/catatonit"
@@ -275,6 +276,10 @@ def variant(manifest_name, category):
         m = kube_manifest.Manifest(os.path.join(MANIFESTS, manifest_name))
         v = m.values()
         assert v["category"] == category, v
+        # The recipe shows what is tested: the default manifest whole, the
+        # per-worker variant's securityContext.
+        shown = m.block("securityContext") if v["writable"] else m.text
+        assert shown in read(DOC), f"{DOC} does not show {manifest_name} as it is:\n{shown}"
         limit, grace, stop_delay = v["limit"], v["grace"], v["stop_delay"]
         per_worker, workers, writable = v["per_worker"], v["workers"], v["writable"]
 
