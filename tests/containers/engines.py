@@ -6,6 +6,7 @@ BINARIES=prebuilt on a base made of the binaries' library closure
 (containers/mkbase), cached under /var/cache/corral-containers by the hash
 of its inputs. Python 3 standard library only."""
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -25,6 +26,29 @@ SKIP = 77
 
 class Unavailable(Exception):
     pass
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def netns_of(pid):
+    """Runs the block with this thread in pid's network namespace: a socket
+    made inside stays there (containers run with --network none), as
+    corral-lab reaches them."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    other = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if _libc.setns(other, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns")
+        try:
+            yield
+        finally:
+            _libc.setns(own, CLONE_NEWNET)
+    finally:
+        os.close(own)
+        os.close(other)
 
 
 def run(argv, timeout=300, **kw):

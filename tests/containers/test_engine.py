@@ -45,7 +45,10 @@ def startup_messages(eng):
         r = subprocess.run(eng.cmd + ["run", "--rm", "--network", "none"] + flags + eng.run_flags()
                            + [eng.image, "--workers", "1"], capture_output=True, text=True,
                            timeout=120)
-        line = [x for x in (r.stdout + r.stderr).splitlines() if "fix:" in x]
+        # The cause's line: "fix: ..." or, for a read-only mount, "routes to
+        # writable cgroups: ..."; both end with --no-cgroups.
+        line = [x for x in (r.stdout + r.stderr).splitlines()
+                if "fix:" in x or "routes to writable cgroups:" in x]
         print(f"{eng.name} {label}: exit {r.returncode}: {line}")
         out[label] = (r.returncode, line)
     return out

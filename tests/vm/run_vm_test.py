@@ -11,8 +11,9 @@
    them, the classification tests (tests/integration, run against the
    packaged corrald and worker, so they run on cgroup v2 too, with the
    shared harness they import, tests/lib), the corral
-   container image (`docker save`, for guest/engine.sh), plus the guest
-   scripts (guest/).
+   container image (`docker save`, for guest/engine.sh and guest/kube.sh),
+   the Kubernetes manifests (containers/kubernetes, for guest/kube.sh),
+   plus the guest scripts (guest/).
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
    unit runs guest/run.sh from the share and powers the guest off.
 4. Parse SHARE/results.txt: every check named in guest/checks.sh, every
@@ -281,11 +282,24 @@ def stage_container_image(build_root, source_root, share):
     return why
 
 
+def stage_kube(source_root, share):
+    """The Kubernetes manifests and the script that reads them
+    (tests/containers/kube_manifest.py) into SHARE/kube/, for guest/kube.sh;
+    the image is engine's."""
+    d = os.path.join(share, 'kube')
+    os.makedirs(d, exist_ok=True)
+    manifests = os.path.join(source_root, 'containers', 'kubernetes')
+    for name in sorted(os.listdir(manifests)):
+        if name.endswith('.yaml'):
+            shutil.copy2(os.path.join(manifests, name), d)
+    shutil.copy2(os.path.join(source_root, 'tests', 'containers', 'kube_manifest.py'), d)
+
+
 def expected_checks():
-    """Check names, in order, from the check() calls in guest/checks.sh and
-    guest/engine.sh."""
+    """Check names, in order, from the check() calls in guest/checks.sh,
+    guest/engine.sh and guest/kube.sh."""
     names = []
-    for script in ('checks.sh', 'engine.sh'):
+    for script in ('checks.sh', 'engine.sh', 'kube.sh'):
         with open(os.path.join(GUEST_DIR, script)) as f:
             names += re.findall(r'^check ([a-z0-9-]+) ', f.read(), re.M)
     return names
@@ -426,6 +440,7 @@ def main():
         print(f'VM test setup failed: {e}')
         return 1
     stage_container_image(args.build_root, args.source_root, share)
+    stage_kube(args.source_root, share)
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
     expected = (['package-install'] + expected_checks() + ['unit-' + u for u in units] +
                 classify)

@@ -57,6 +57,14 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 timeout 600 /bin/bash "$share/guest/unit-tests.sh" "$share" classify "" noskip
 echo "# classify tests exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
 
+# corral's Kubernetes manifests played by podman kube play (kube.sh), with
+# engine.sh's image; podman needs no daemon, its pods are removed at the
+# end. Last: the cgroup unit tests' kill of 1000 processes slows down with
+# every container run before it in the emulated guest (25 s at boot, 37 s
+# after kube.sh, over its 60 s a third time), so it runs before these.
+timeout 900 /bin/bash "$share/guest/kube.sh" "$share"
+echo "# kube checks exit $? uptime=$(cut -d' ' -f1 /proc/uptime)" >> "$res"
+
 journalctl -b --no-pager > "$share/journal.txt" 2>&1
 journalctl -b -u corral.service -u corral.socket -o verbose --no-pager \
 	> "$share/corral-journal.txt" 2>&1
