@@ -402,6 +402,78 @@ check_memory_high() {
 	return "$rc"
 }
 
+# PSI on v2: every worker's group's memory pressure in status, the
+# MEMORY_PRESSURE_WATCH/_WRITE a runtime may watch, and corrald's own leaf
+# left alone by systemd-oomd (user.oomd_omit).
+check_memory_pressure() {
+	need_active || return 1
+	wait_until 30 all_ready 2 || fail "not 2 ready workers before the check" || return 1
+	local st n pid cg env
+	st=$(ctl '{"cmd":"status"}')
+	n=$(echo "$st" | jq '[.workers[] | select(.state == "ready") | .memory_pressure |
+		select(.some_avg10 | type == "number") | select(.full_avg60 | type == "number")] | length')
+	[ "$n" = 2 ] || fail "memory_pressure of the ready workers: $(echo "$st" | jq -c '[.workers[].memory_pressure]')" || return 1
+	pid=$(echo "$st" | jq -r '[.workers[] | select(.state == "ready")][0].pid')
+	cg=$(echo "$st" | jq -r '[.workers[] | select(.state == "ready")][0].cgroup')
+	env=$(tr '\0' '\n' < "/proc/$pid/environ")
+	echo "$env" | grep -qx "MEMORY_PRESSURE_WATCH=/sys/fs/cgroup$cg/memory.pressure" ||
+		fail "worker $pid: $(echo "$env" | grep MEMORY_PRESSURE_WATCH || echo no MEMORY_PRESSURE_WATCH), group $cg" ||
+		return 1
+	echo "$env" | grep -qx "MEMORY_PRESSURE_WRITE=c29tZSAyMDAwMDAgMjAwMDAwMAA=" ||
+		fail "worker $pid: MEMORY_PRESSURE_WRITE $(echo "$env" | grep MEMORY_PRESSURE_WRITE)" || return 1
+	local omit
+	omit=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.oomd_omit").decode())' \
+		"$(unit_cg)/supervisor" 2>&1)
+	[ "$omit" = 1 ] || fail "corrald's leaf user.oomd_omit: $omit"
+}
+
+# systemd-oomd takes a worker's group under memory pressure: the unit
+# watched with ManagedOOMMemoryPressure=kill and a low limit, a MemoryHigh=
+# on the unit that throttles (and reclaims the page cache of) a worker
+# growing past it; oomd kills the worker's leaf and writes user.oomd_kill
+# there; corrald says oom-userspace, and replaces it.
+oomd_killed() { history_has oom-userspace; }
+check_oomd_kill() {
+	need_active || return 1
+	timeout 120 systemctl restart "$UNIT" || fail "restart before the check failed" || return 1
+	wait_until 30 all_ready 2 || fail "workers not ready after restart" || return 1
+	mkdir -p /etc/systemd/oomd.conf.d
+	printf '[OOM]\nDefaultMemoryPressureDurationSec=2s\n' > /etc/systemd/oomd.conf.d/10-vmtest.conf
+	systemctl restart systemd-oomd || fail "systemd-oomd did not start" || return 1
+	systemctl set-property --runtime "$UNIT" ManagedOOMMemoryPressure=kill \
+		ManagedOOMMemoryPressureLimit=5% MemoryHigh=56M ||
+		fail "set-property ManagedOOMMemoryPressure=kill failed" || return 1
+	echo "oomd: $(oomctl 2>&1 | grep -A3 "$UNIT" | tr '\n' ' ')"
+	# One worker keeps buffers up to the unit's high, then reads its 10 MB
+	# file again and again: throttled and reclaiming, its group stalls.
+	local t0=$SECONDS
+	for _ in $(seq 1 6); do
+		curl -s -m 30 -o /dev/null "http://127.0.0.1:8080/buffer?mb=8&retain=1" -H 'Connection: close'
+		oomd_killed && break
+	done
+	until oomd_killed || [ $((SECONDS - t0)) -gt 120 ]; do
+		curl -s -m 30 -o /dev/null "http://127.0.0.1:8080/file?mb=50"
+	done
+	local took=$((SECONDS - t0)) rc=0 d
+	d=$(ctl '{"cmd":"history"}' | jq -c '[.history[] | select(.category == "oom-userspace")][0]')
+	echo "after ${took}s: $(echo "$d" | jq -c '{category, reason, shell_status}')"
+	journalctl -u systemd-oomd --no-pager -n 20 -o cat
+	if [ "$d" = null ] || [ -z "$d" ]; then
+		fail "no oom-userspace death after ${took}s: $(ctl '{"cmd":"history"}' | jq -c '[.history[] | .category]'); oomd: $(journalctl -u systemd-oomd -o cat --no-pager | tail -n 3 | tr '\n' ' ')"
+		rc=1
+	else
+		echo "$d" | jq -e '.shell_status == 137 and (.reason | test("systemd-oomd"))' > /dev/null ||
+			{ fail "oom-userspace death: $d"; rc=1; }
+		echo "# oomd-kill: $(echo "$d" | jq -r .reason) (${took}s)" >&3
+	fi
+	systemctl set-property --runtime "$UNIT" ManagedOOMMemoryPressure=auto MemoryHigh=infinity
+	systemctl stop systemd-oomd
+	rm -f /etc/systemd/oomd.conf.d/10-vmtest.conf
+	[ "$rc" = 0 ] || return 1
+	active || fail "corral.service is $(systemctl is-active "$UNIT") after oomd's kill" || return 1
+	wait_until 30 all_ready 2 || fail "the killed worker was not replaced"
+}
+
 # The pid of a frozen spare (state "spare"), if any.
 spare_pid() {
 	ctl '{"cmd":"status"}' | jq -r '[.workers[] | select(.state == "spare")][0].pid // empty'
@@ -773,6 +845,8 @@ check oom-own-active check_oom_own_active
 check oom-own-replaced check_oom_own_replaced
 check oom-ancestor-limit check_oom_ancestor
 check memory-high-recycle check_memory_high
+check memory-pressure check_memory_pressure
+check oomd-kill check_oomd_kill
 check spare-promotion check_spare_promotion
 check reload-replaced check_reload_replaced
 check reload-active check_reload_active
