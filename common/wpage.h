@@ -15,12 +15,16 @@
  *   its method, target (path and query, cut to CR_WPAGE_TARGET_MAX),
  *   start time (CLOCK_MONOTONIC ns: process.hrtime.bigint() in Node,
  *   time.monotonic_ns() in Python) and the count in flight. A writer that
- *   can map memory updates it with plain stores, no system call; one that
- *   cannot (Node) writes the record with one pwrite. It is guarded by a
- *   sequence number written twice, first at the start and last at the end
- *   of the record: a reader that finds both equal read a whole record
- *   (writers copy in ascending order, as memcpy and the kernel's copy do
- *   on every architecture corral runs on).
+ *   can map memory updates it with plain stores, no system call. It is
+ *   guarded by a sequence number written twice: the first copy stored
+ *   before any field, the second after every field, as three separate
+ *   stores (cr_wpage_write_request; the Python helper's three slice
+ *   assignments). A reader that finds both equal read a whole record.
+ *   Never one memcpy of the whole record: glibc's memcpy of a few hundred
+ *   bytes stores the head of the copy last (x86-64, AVX2), so the first
+ *   sequence number would change after the fields, and a reader would take
+ *   a half-written record for a whole one (tests/unit/core/test_page.c
+ *   counts hundreds a second).
  *
  * - The stack exchange: corrald raises CR_WPAGE_STACK_REQ to ask for the
  *   stack of the worker's main thread (before a hang kill, or for

@@ -160,13 +160,18 @@ class Page:
             started, method, target = self.live[next(reversed(self.live))]
         else:
             started, method, target = 0, b"", b""
-        rec = struct.pack("<IIQQHHI", self.seq, len(self.live), started, self.count, len(method),
-                          len(target), 0)
-        rec += method.ljust(self.METHOD_MAX, b"\0") + target.ljust(self.TARGET_MAX, b"\0")
-        rec += struct.pack("<I", self.seq)
-        # One copy in ascending order: the sequence at the start is new
-        # before the rest changes, the one at the end only after.
-        self.map[self.OFF_REQ:self.OFF_SEQ_END + 4] = rec
+        body = struct.pack("<IQQHHI", len(self.live), started, self.count, len(method),
+                           len(target), 0)
+        body += method.ljust(self.METHOD_MAX, b"\0") + target.ljust(self.TARGET_MAX, b"\0")
+        seq = struct.pack("<I", self.seq)
+        # Three stores, in this order: the first sequence number, the
+        # fields, the second. Never one copy of the whole record: glibc's
+        # memcpy (which mmap's slice assignment is) stores the head of a
+        # copy of this size last, after the tail (x86-64, AVX2), and a
+        # reader then takes a half-written record for a whole one.
+        self.map[self.OFF_REQ:self.OFF_REQ + 4] = seq
+        self.map[self.OFF_REQ + 4:self.OFF_SEQ_END] = body
+        self.map[self.OFF_SEQ_END:self.OFF_SEQ_END + 4] = seq
 
     def begin(self, method, target):
         """A request is being served: its id, for end()."""
