@@ -15,6 +15,7 @@
 
 #include "gen.h"
 #include "history.h"
+#include "utf8.h"
 
 struct cr_page {
     void *map;
@@ -97,6 +98,21 @@ static void printable(char *s)
             *s = '?';
 }
 
+/* The stack text is the worker's bytes too, and goes into JSON (the
+ * `stack` answer, the post-mortem) that must be valid UTF-8: an invalid
+ * sequence (a text cut in the middle of a character: the Python helper
+ * cuts at CR_WPAGE_STACK_MAX bytes) or a NUL becomes '?', in place. */
+static void valid_utf8(char *s, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t n = s[i] ? cr_utf8_seq((const unsigned char *)s + i, len - i) : 0;
+        if (n == 0)
+            s[i++] = '?';
+        else
+            i += n;
+    }
+}
+
 void cr_page_request(const struct cr_page *p, struct cr_request_seen *ret)
 {
     *ret = (struct cr_request_seen){0};
@@ -150,6 +166,7 @@ int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, c
         len = (uint32_t)(size - 1);
     memcpy(buf, (const char *)p->map + CR_WPAGE_OFF_STACK, len);
     buf[len] = '\0';
+    valid_utf8(buf, len);
     size_t sl = strnlen((const char *)p->map + CR_WPAGE_OFF_SOURCE, CR_WPAGE_SOURCE_MAX);
     if (sl > source_size - 1)
         sl = source_size - 1;

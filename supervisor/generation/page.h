@@ -40,7 +40,8 @@ void cr_page_request(const struct cr_page *p, struct cr_request_seen *ret);
  * futex on it is woken). 0 when the worker does not answer stacks. */
 uint32_t cr_page_ask_stack(struct cr_page *p);
 /* The answer to request n (or to a later one), once the worker wrote it:
- * 1 with the text (cut to size - 1, NUL-terminated) and its source, 0
- * while it has not. */
+ * 1 with the text (cut to size - 1, NUL-terminated, valid UTF-8: an
+ * invalid byte or a NUL is '?') and its source (printable ASCII), 0 while
+ * it has not. */
 int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, char *source,
                   size_t source_size);

@@ -4,7 +4,8 @@
  * python3 process, each rewriting the request record as fast as it can
  * while corrald's reader (cr_page_request) reads it. A record the reader
  * takes must be one a writer wrote whole: a method with its own target,
- * the count in flight that goes with it. */
+ * the count in flight that goes with it. And a stack answer in bytes a
+ * worker chose is returned as valid UTF-8 (it goes into JSON). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,7 @@
 
 #include "history.h"
 #include "page.h"
+#include "utf8.h"
 #include "wpage.h"
 
 /* The two records the writers alternate between, and the idle one. */
@@ -226,12 +228,46 @@ static void test_python_writer_never_torn(void **state)
     cr_page_free(p);
 }
 
+/* ---- the stack answer ---- */
+
+static void test_stack_answer_is_valid_utf8(void **state)
+{
+    (void)state;
+    struct cr_page *p;
+    int fd;
+    assert_int_equal(cr_page_new(&p, &fd), 0);
+    char *m = map_fd(fd);
+    atomic_store_explicit(cr_wpage_u32(m, CR_WPAGE_OFF_FEATURES), CR_WPAGE_F_STACK,
+                          memory_order_release);
+    uint32_t n = cr_page_ask_stack(p);
+    assert_int_equal(n, 1);
+    char buf[64], src[40];
+    assert_int_equal(cr_page_stack(p, n, buf, sizeof buf, src, sizeof src), 0); /* not yet */
+    /* A text cut in the middle of "€" (e2 82 ac), a NUL, a lone 0xff, and
+     * a whole "é"; a source with a control byte. */
+    static const char text[] = "ok \xe2\x82|x\0y\xff\xc3\xa9\n";
+    size_t len = sizeof(text) - 1;
+    memcpy(m + CR_WPAGE_OFF_STACK, text, len);
+    memcpy(m + CR_WPAGE_OFF_SOURCE, "py\x01th", 6);
+    atomic_store_explicit(cr_wpage_u32(m, CR_WPAGE_OFF_STACK_LEN), (uint32_t)len,
+                          memory_order_relaxed);
+    atomic_store_explicit(cr_wpage_u32(m, CR_WPAGE_OFF_STACK_ANS), n, memory_order_release);
+    assert_int_equal(cr_page_stack(p, n, buf, sizeof buf, src, sizeof src), 1);
+    assert_int_equal(cr_utf8_valid_prefix(buf, strlen(buf)), strlen(buf));
+    assert_string_equal(buf, "ok ??|x?y?\xc3\xa9\n");
+    assert_string_equal(src, "py?th");
+    munmap(m, CR_WPAGE_SIZE);
+    close(fd);
+    cr_page_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sealed),
         cmocka_unit_test(test_c_writer_never_torn),
         cmocka_unit_test(test_python_writer_never_torn),
+        cmocka_unit_test(test_stack_answer_is_valid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
