@@ -153,7 +153,11 @@ static const struct {
     [CR_WS_READY] = {"ready", .process = true, .accepts = true, .deadline = "watchdog silence"},
     [CR_WS_BLOCKED] = {"blocked", .process = true, .accepts = true, .deadline = "hang timeout"},
     [CR_WS_DRAINING] = {"draining", .process = true, .deadline = "stop timeout"},
-    [CR_WS_TRACING] = {"tracing", .process = true, .deadline = "the stack's budget, then the kill"},
+    /* Still the blocked worker, its socket still its own: it may beat again
+     * and go back to ready, and corrald's copy of its reuseport socket
+     * cannot be taken back once dropped. */
+    [CR_WS_TRACING] = {"tracing", .process = true, .accepts = true,
+                       .deadline = "the stack's budget, then the kill"},
     [CR_WS_KILLING] = {"killing", .process = true, .deadline = "SIGKILL after SIGABRT"},
     [CR_WS_EXITED] = {"exited"},
     [CR_WS_BACKOFF] = {"backoff", .deadline = "restart time"},

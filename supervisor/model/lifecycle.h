@@ -220,8 +220,8 @@ bool cr_wstate_spare(enum cr_wstate s);
  * worker program (not a spare, not a process whose exec failed). */
 bool cr_wstate_sampled(enum cr_wstate s);
 /* True for the states whose process may accept connections: starting
- * (a program may accept before READY=1), ready, blocked (busy, its queue
- * waits for it). Not a spare (frozen, refused with reuseport), nor a
+ * (a program may accept before READY=1), ready, blocked and tracing (busy,
+ * its queue waits for it; it may beat again). Not a spare (frozen, refused with reuseport), nor a
  * process corrald has told to go (draining, killing, dying) or whose exec
  * failed. With --balance reuseport corrald holds a copy of the worker's
  * own listening socket in these states only (generation/wio.h). */

@@ -435,6 +435,18 @@ static void test_accepting_states(void **state)
             fail_msg("%s × exit must lead out of the accepting states", S(s));
     }
     EACH_STATE(s) if (cr_wstate_accepts(s) && cr_wstate_spare(s)) fail_msg("%s", S(s));
+    /* The copy is dropped when a worker leaves the accepting states and
+     * never taken again for the same process: no cell may lead back into
+     * them but a new process's (a spawn) or a promotion (a spare, which
+     * never held a copy). A worker that beats again in `tracing` goes
+     * back to ready: tracing must accept, or its queue goes unread for
+     * the rest of its life. */
+    EACH_STATE(s) EACH_EVENT(e) {
+        const struct cr_transition *t = cr_lifecycle_step(s, e);
+        if (t && !cr_wstate_accepts(s) && cr_wstate_accepts(t->next) &&
+            t->action != CR_WA_SPAWN && t->action != CR_WA_PROMOTE)
+            fail_msg("%s × %s leads back into the accepting state %s", S(s), E(e), S(t->next));
+    }
 }
 
 /* ---- restart arithmetic --------------------------------------------------- */
