@@ -44,6 +44,9 @@ static bool env_denied(const char *e)
         "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=",
         "WATCHDOG_PID=", "JOURNAL_STREAM=", "MAINPID=", "MANAGERPID=", "SYSTEMD_EXEC_PID=",
         "INVOCATION_ID=", "CREDENTIALS_DIRECTORY=", "MONITOR_", "TRIGGER_", "CORRAL_",
+        /* systemd's MemoryPressureWatch= for corrald's own unit: its group,
+         * not a worker's (a worker gets its own below, on v2). */
+        "MEMORY_PRESSURE_WATCH=", "MEMORY_PRESSURE_WRITE=",
         "SSH_AUTH_SOCK=", "SSH_AGENT_PID=", "GPG_AGENT_INFO=", "DBUS_SESSION_BUS_ADDRESS=",
         "XDG_SESSION_", "KRB5CCNAME="};
     for (size_t i = 0; i < sizeof(deny) / sizeof(deny[0]); i++)

@@ -237,12 +237,19 @@ def env_of(*args, command_env=None):
 def test_env_deny_list():
     """The invoking session's agent and corrald's own systemd variables never
     reach a worker; everything else does; --env adds and overrides."""
+    # systemd (254 and later) gives corrald's unit MEMORY_PRESSURE_WATCH
+    # for corrald's own group: a worker must not watch that one.
     env = env_of("--env", "BAR=two", "--env", "FOO=over",
                  command_env={"FOO": "1", "KEEP": "yes", "SSH_AUTH_SOCK": "/tmp/agent",
-                              "INVOCATION_ID": "abc", "CORRAL_WORKER_ID": "99"})
+                              "INVOCATION_ID": "abc", "CORRAL_WORKER_ID": "99",
+                              "MEMORY_PRESSURE_WATCH": "/sys/fs/cgroup/corral.service/"
+                                                       "memory.pressure",
+                              "MEMORY_PRESSURE_WRITE": "c29tZSAxMDAwIDEwMDAwAA=="})
     assert env.get("KEEP") == "yes", env
     assert env.get("FOO") == "over" and env.get("BAR") == "two", env
     assert "SSH_AUTH_SOCK" not in env and "INVOCATION_ID" not in env, env
+    assert "corral.service" not in env.get("MEMORY_PRESSURE_WATCH", ""), env
+    assert env.get("MEMORY_PRESSURE_WRITE") != "c29tZSAxMDAwIDEwMDAwAA==", env
     assert env.get("CORRAL_WORKER_ID") == "1", env
     assert env.get("LISTEN_FDS") == "1" and "NOTIFY_SOCKET" in env, env
 
