@@ -227,6 +227,24 @@ static int follow_events(struct ctl_conn *c, const struct opts *o)
  * answered or the timeout passed (corrald keeps no waiting request). */
 #define STACK_POLL_MS 20
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The worker wrote this text: a control byte (an escape sequence's start,
+ * a bell, a CR) is shown as '?', as `why` does, so that a stack cannot
+ * drive the operator's terminal. Lines and tabs stay. */
+static void put_worker_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        fputc(ch == '\n' || ch == '\t' || (ch >= 0x20 && ch != 0x7f) ? ch : '?', f);
+    }
+}
+
 static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJSON *first)
 {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "stack");
@@ -235,10 +253,12 @@ static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJS
         return EXIT_REFUSED;
     }
     cJSON_AddNumberToObject(req, "request", ctl_num(st, "request"));
-    for (int waited = 0; waited <= o->timeout_ms; waited += STACK_POLL_MS) {
+    /* --timeout bounds the whole wait, the calls' time included. */
+    int64_t deadline = mono_ms() + o->timeout_ms;
+    for (int64_t left; (left = deadline - mono_ms()) > 0;) {
         cJSON *res = NULL;
         char *raw = NULL;
-        int r = ctl_call(c, req, o->timeout_ms, &res, &raw);
+        int r = ctl_call(c, req, (int)left, &res, &raw);
         if (r < 0) {
             fprintf(stderr, "corralctl: no answer from corrald: %s\n", strerror(-r));
             return EXIT_CONNECT;
@@ -248,13 +268,18 @@ static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJS
         bool ready = !code && strcmp(ctl_str(s, "state"), "ready") == 0;
         if (ready && o->json)
             printf("%s\n", raw);
-        else if (ready)
-            printf("stack of worker %.0f (%s):\n%s", ctl_num(req, "worker"), ctl_str(s, "source"),
-                   ctl_str(s, "text"));
+        else if (ready) {
+            printf("stack of worker %.0f (", ctl_num(req, "worker"));
+            put_worker_text(stdout, ctl_str(s, "source"));
+            fputs("):\n", stdout);
+            put_worker_text(stdout, ctl_str(s, "text"));
+        }
         cJSON_Delete(res);
         if (code || ready)
             return code;
-        struct timespec ts = {0, STACK_POLL_MS * 1000000L};
+        left = deadline - mono_ms();
+        struct timespec ts = {0, (left < STACK_POLL_MS ? (left > 0 ? left : 0) : STACK_POLL_MS) *
+                                     1000000L};
         nanosleep(&ts, NULL);
     }
     fprintf(stderr, "corralctl: the worker did not answer within %d ms\n", o->timeout_ms);

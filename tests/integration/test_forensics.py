@@ -100,6 +100,43 @@ def test_stack_on_demand():
         c.close()
 
 
+# A worker whose stack answer is hostile text: a terminal title, a bell, a
+# screen clear and a CR.
+HOSTILE_WORKER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import corral_notify
+corral_notify.Page._stack_text = lambda self: (
+    b"\\x1b]0;owned\\x07frame one\\x1b[2J\\r\\nframe two\\n")
+corral_notify.serve(corral_notify.make_wsgi_server(
+    lambda env, start: start("200 OK", []) or [b"ok"]))
+"""
+
+
+def test_stack_text_shown_clean():
+    """`corralctl stack` prints what the worker wrote: its control bytes
+    (an escape sequence's start, a bell, a CR) come out as '?', as `why`
+    shows them, never raw on the operator's terminal; --json keeps them,
+    escaped by JSON."""
+    c = None
+    try:
+        c = ct.Corrald("--hang-timeout", "0", workers=1, name="stack-clean",
+                       command=[sys.executable, "-c", HOSTILE_WORKER,
+                                os.path.join(ROOT, "examples", "python")])
+        rc, out, err = stack(c, 1)
+        assert rc == 0, (rc, out, err)
+        assert out == "stack of worker 1 (python):\n?]0;owned?frame one?[2J?\nframe two\n", out
+        r = subprocess.run([CORRALCTL, "--socket", c.sock, "--json", "stack", "1"],
+                           capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r
+        text = json.loads(r.stdout)["stack"]["text"]
+        assert text == "\x1b]0;owned\x07frame one\x1b[2J\r\nframe two\n", text
+        assert c.stop() == 0
+    finally:
+        if c:
+            c.close()
+
+
 def test_stack_missing():
     """A worker with no page says nothing: the hang kill proceeds at once
     and the post-mortem says why there is no stack; --stack-timeout 0 asks
