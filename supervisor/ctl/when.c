@@ -110,7 +110,9 @@ int ctl_parse_since(const char *s, int64_t now_ms, int64_t *ret_ms, char *err, s
     if (!s || !*s)
         goto bad;
     if (s[0] == '@') {
-        if (cr_units_parse_uint(s + 1, 0, UINT64_MAX / 1000, &v) < 0)
+        /* Seconds that fit in int64 milliseconds: v * 1000 below must not
+         * overflow (a signed overflow, undefined). */
+        if (cr_units_parse_uint(s + 1, 0, INT64_MAX / 1000, &v) < 0)
             goto bad;
         *ret_ms = (int64_t)v * 1000;
         return 0;

@@ -176,6 +176,7 @@ def test_history_formats():
         r = corralctl(["history", "--format", "csv", "--since", "2099-01-01"], sock=d.sock)
         check(r.stdout.count(b"\r\n") == 1, "a future --since: the header alone")
         for bad in (["history", "--since", "yesterday"], ["history", "--format", "xml"],
+                    ["history", "--since", "@18446744073709551"],  # * 1000 overflows int64
                     ["--json", "history", "--format", "csv"], ["status", "--since", "1h"]):
             r = corralctl(bad, sock=d.sock)
             check(r.returncode == 2, "%s -> %d, expected 2" % (bad, r.returncode))
