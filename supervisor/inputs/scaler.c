@@ -109,8 +109,9 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
 {
     struct cr_supervisor *sup = sc->sup;
     uint64_t now = cr_now_ms(sup);
-    *s = (struct cr_scale_sample){.now_ms = now, .busy = -1, .cpu_each = -1, .demand_each = -1,
-                                  .idle_cores = -1, .cpu_pressure = cpu_pressure()};
+    *s = cr_scale_sample_unknown();
+    s->now_ms = now;
+    s->cpu_pressure = cpu_pressure();
     unsigned n = 0, starting = 0, elu_n = 0, cpu_n = 0;
     double elu = 0, cpu = 0, cpu_all = 0, demand = 0;
     size_t cap = 0;
@@ -177,7 +178,11 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
     }
     uint64_t total, idle;
     if (host_cpu(&total, &idle)) {
-        if (sc->host_total && total > sc->host_total) {
+        /* /proc/stat's iowait (counted in idle here) may go back between
+         * two reads (NO_HZ accounting): an unsigned difference would wrap
+         * to an absurd idle figure. Such a tick says nothing. */
+        if (sc->host_total && total > sc->host_total && idle >= sc->host_idle &&
+            idle - sc->host_idle <= total - sc->host_total) {
             long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
             double idle_cores = (double)(idle - sc->host_idle) / (double)(total - sc->host_total) *
                                 (double)(ncpu > 0 ? ncpu : 1);
@@ -193,6 +198,7 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
     }
     const struct cr_acceptq_figures *q = cr_supervisor_accept_queue(sup);
     if (q && q->known) {
+        s->queue_known = true;
         s->queue_len = q->length;
         /* The lower bound: seen waiting at every sample that long. */
         s->queue_waited_ms = q->nonempty_ms;
@@ -269,6 +275,7 @@ int cr_scaler_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_scaler *
     if (!sc)
         return -ENOMEM;
     sc->sup = sup;
+    sc->status.sample = cr_scale_sample_unknown();
     uv_timer_init(loop, &sc->timer);
     sc->timer.data = sc;
     *ret = sc;
@@ -284,6 +291,7 @@ void cr_scaler_start(struct cr_scaler *sc)
     cr_self_cpus(&cpus);
     sc->cores = cpus.n;
     sc->st = (struct cr_scale_state){0};
+    sc->status.sample = cr_scale_sample_unknown(); /* nothing measured in this run yet */
     sc->tick_ns = 0;
     sc->host_total = 0;
     cr_log(CR_LOG_NOTICE,

@@ -60,6 +60,8 @@ struct cr_scale_sample {
     uint64_t now_ms;
     unsigned serving;         /* ready or blocked, not retiring */
     unsigned starting;        /* asked for and not serving yet (pending, starting) */
+    bool queue_known;         /* the accept queue was read (a TCP listener); else the
+                                 two below are 0 and the decision sees no queue */
     uint32_t queue_len;       /* connections in the accept queue now */
     uint64_t queue_waited_ms; /* since the queue was last seen empty; 0: empty */
     double busy;              /* the serving loops' mean utilization, 0..1 */
@@ -102,8 +104,13 @@ struct cr_scale_status {
     bool decided;                   /* last is set */
     struct cr_scale_decision last;  /* the last change or hold published */
     uint64_t last_wall_ms;
-    struct cr_scale_sample sample;  /* the last tick's measurements */
+    struct cr_scale_sample sample;  /* the last tick's measurements (all unknown before
+                                       the first: cr_scale_sample_unknown) */
 };
+
+/* A sample that knows nothing: every figure unknown (negative, the queue
+ * unread), as status shows it before the scaler's first tick. */
+struct cr_scale_sample cr_scale_sample_unknown(void);
 
 /* The decision for sample s under limits l; st is the caller's memory of
  * earlier ticks (updated). A change (to != from) is to be applied now. */

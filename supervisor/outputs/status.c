@@ -250,8 +250,14 @@ static cJSON *scale_json(const struct cr_config *c, const struct cr_scale_status
     }
     cJSON *m = cJSON_AddObjectToObject(o, "measured");
     const struct cr_scale_sample *s = st ? &st->sample : NULL;
-    num(m, "queue_length", s ? s->queue_len : 0);
-    num(m, "queue_waited_ms", s ? s->queue_waited_ms : 0);
+    /* Unknown (no tick yet, no TCP listener to read) is null, never 0. */
+    if (s && s->queue_known) {
+        num(m, "queue_length", s->queue_len);
+        num(m, "queue_waited_ms", s->queue_waited_ms);
+    } else {
+        null(m, "queue_length");
+        null(m, "queue_waited_ms");
+    }
     fig(m, "busy", s ? s->busy : -1);
     fig(m, "cpu_each", s ? s->cpu_each : -1);
     fig(m, "cpu_wanted_each", s ? s->demand_each : -1);

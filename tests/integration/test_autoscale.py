@@ -170,5 +170,23 @@ def test_bounds():
         c.close()
 
 
+
+def test_unmeasured_is_null():
+    """A range set at run time: until the scaler has measured something,
+    its `measured` figures are null, not 0 (0 cores used, 0 idle would be
+    measurements). The CPU figures need two ticks (a difference of two
+    readings, 1 s apart at the least), so they are null on the answer
+    right after the `set` whether or not the first tick has run."""
+    c = ct.Corrald(workers=1, name="as-unmeasured")
+    try:
+        assert c.status()["supervisor"]["autoscale"] is None
+        assert c.ctl("set", key="workers", value="1..3")["ok"]
+        m = c.status()["supervisor"]["autoscale"]["measured"]
+        for k in ("cpu_each", "cpu_wanted_each", "idle_cores"):
+            assert m[k] is None, (k, m)
+        assert c.stop() == 0
+    finally:
+        c.close()
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])
