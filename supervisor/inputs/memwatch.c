@@ -208,7 +208,14 @@ static void on_near(uv_timer_t *t)
  * enforces. */
 static void arm_near(struct cr_memwatch *mw)
 {
-    if (mw->closed || uv_is_active((uv_handle_t *)&mw->near))
+    /* Called on every worker-state event: without --memory-max, or with
+     * per-worker groups (every worker with a process has its own, and the
+     * kernel enforces the limit), there is nothing to look for, and a
+     * walk of the whole table per event would cost a scale of N workers
+     * N² steps. */
+    const struct cr_supervisor *sup = mw->sup;
+    if (mw->closed || !sup->cfg.memory_max || sup->cgtree.on ||
+        uv_is_active((uv_handle_t *)&mw->near))
         return;
     for (struct cr_worker *w = mw->sup->workers; w; w = w->next)
         if (enforced_limit(w) && w->g.pid && cr_wstate_sampled(w->state)) {
