@@ -86,6 +86,11 @@ static void answer(uint32_t req)
     until.tv_nsec += CAPTURE_WAIT_MS * 1000000L;
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
+    /* A capture that came after its request gave up (the loop thread
+     * answered past CAPTURE_WAIT_MS) left its post behind: without this,
+     * the next request would take those old frames at once. */
+    while (sem_trywait(&T.taken) == 0)
+        ;
     int r = pthread_kill(T.loop, CAPTURE_SIGNAL);
     while (r == 0 && (r = sem_timedwait(&T.taken, &until)) < 0 && errno == EINTR)
         ;
