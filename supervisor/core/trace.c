@@ -89,6 +89,15 @@ enum cr_wevent cr_trace_act_ask(struct cr_worker *w)
 void cr_trace_note_missing(struct cr_worker *w)
 {
     struct cr_gen_stack *st = &w->g.stack;
+    /* The poll looks every TRACE_POLL_MS: an answer that came since its
+     * last look, before the budget's deadline fired, is still taken. */
+    if (st->asked && !st->text) {
+        char *buf = malloc(CR_WPAGE_STACK_MAX + 1);
+        if (buf && cr_page_stack(w->g.page, st->asked, buf, CR_WPAGE_STACK_MAX + 1, st->source,
+                                 sizeof(st->source)))
+            st->text = strdup(buf);
+        free(buf);
+    }
     if (st->asked && !st->text && !st->missing[0])
         snprintf(st->missing, sizeof(st->missing), "no answer within %llu ms (--stack-timeout)",
                  (unsigned long long)w->sup->cfg.stack_timeout_ms);
