@@ -18,8 +18,8 @@ static const char *const why_names[_CR_SCALE_WHY_MAX] = {
 
 struct cr_scale_sample cr_scale_sample_unknown(void)
 {
-    return (struct cr_scale_sample){.busy = -1, .cpu_each = -1, .demand_each = -1,
-                                    .idle_cores = -1, .cpu_pressure = -1};
+    return (struct cr_scale_sample){
+        .busy = -1, .cpu_each = -1, .demand_each = -1, .idle_cores = -1, .cpu_pressure = -1};
 }
 
 const char *cr_scale_why_to_string(enum cr_scale_why w)

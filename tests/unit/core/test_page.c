@@ -31,8 +31,8 @@
 #include "wpage.h"
 
 /* The two records the writers alternate between, and the idle one. */
-#define M_A "GET"
-#define M_B "POSTXXXXXXXXXXXX" /* CR_WPAGE_METHOD_MAX bytes: the whole field */
+#define M_A           "GET"
+#define M_B           "POSTXXXXXXXXXXXX" /* CR_WPAGE_METHOD_MAX bytes: the whole field */
 #define WRITE_SECONDS 3
 
 struct tally {
@@ -164,18 +164,17 @@ static void test_c_writer_never_torn(void **state)
 
 /* ---- the Python helper's writer ---- */
 
-static const char py_writer[] =
-    "import sys, time\n"
-    "sys.path.insert(0, sys.argv[1])\n"
-    "import corral_notify\n"
-    "pg = corral_notify.Page()\n"
-    "assert pg.map is not None, 'no page'\n"
-    "ta, tb = '/' + 'a' * 383, '/' + 'b' * 383\n"
-    "end = time.monotonic() + float(sys.argv[2])\n"
-    "while time.monotonic() < end:\n"
-    "    for _ in range(100):\n"
-    "        pg.end(pg.begin('" M_A "', ta))\n"
-    "        pg.end(pg.begin('" M_B "', tb))\n";
+static const char py_writer[] = "import sys, time\n"
+                                "sys.path.insert(0, sys.argv[1])\n"
+                                "import corral_notify\n"
+                                "pg = corral_notify.Page()\n"
+                                "assert pg.map is not None, 'no page'\n"
+                                "ta, tb = '/' + 'a' * 383, '/' + 'b' * 383\n"
+                                "end = time.monotonic() + float(sys.argv[2])\n"
+                                "while time.monotonic() < end:\n"
+                                "    for _ in range(100):\n"
+                                "        pg.end(pg.begin('" M_A "', ta))\n"
+                                "        pg.end(pg.begin('" M_B "', tb))\n";
 
 static void test_python_writer_never_torn(void **state)
 {
