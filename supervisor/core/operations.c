@@ -169,11 +169,20 @@ int cr_supervisor_kill(struct cr_supervisor *sup, int id, int sig)
 int cr_supervisor_set(struct cr_supervisor *sup, const char *key, const char *value, char *err,
                       size_t errlen)
 {
+    /* A range keeps the count now asked for within its bounds: under
+     * --workers auto that count is the target, not the 0 that spells auto. */
+    bool workers = strcmp(key, "workers") == 0;
+    unsigned was = sup->cfg.workers;
+    if (workers && !was)
+        sup->cfg.workers = sup->target;
     int r = cr_config_set(&sup->cfg, key, value, true, err, errlen);
-    if (r < 0)
+    if (r < 0) {
+        if (workers)
+            sup->cfg.workers = was;
         return r;
+    }
     cr_log(CR_LOG_NOTICE, "set %s = %s", key, value);
-    if (strcmp(key, "workers") == 0) {
+    if (workers) {
         /* A range keeps the count asked for within its bounds (config.c). */
         r = cr_supervisor_scale_auto(sup, sup->cfg.workers ? sup->cfg.workers
                                                            : cr_supervisor_auto_workers());

@@ -13,10 +13,12 @@
 #include "self.h"
 #include "wio.h"
 
-/* Serving: ready or blocked, and not on its way out. */
+/* Serving: ready, or blocked (traced for its stack before a kill too),
+ * and not on its way out. */
 static bool serving(const struct cr_worker *w)
 {
-    return (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED) &&
+    return (w->state == CR_WS_READY || w->state == CR_WS_BLOCKED ||
+            w->state == CR_WS_TRACING) &&
            (w->role == CR_ROLE_HOLDER || w->role == CR_ROLE_REPLACED);
 }
 
@@ -248,8 +250,12 @@ void cr_view_budget(const struct cr_supervisor *sup, struct cr_budget_in *in, st
     bool oom_group = false;
     uint64_t limit = cr_cgtree_enclosing_limit(&sup->cgtree, &group, &oom_group);
     *in = (struct cr_budget_in){
-        .per_worker = sup->cgtree.on ? sup->cfg.memory_max : 0,
-        .unenforced = !sup->cgtree.on && sup->cfg.memory_max,
+        /* Without per-worker groups corrald enforces --memory-max itself,
+         * a little late by design (budget.h). */
+        .per_worker = !sup->cfg.memory_max ? 0
+                      : sup->cgtree.on     ? sup->cfg.memory_max
+                                           : sup->cfg.memory_max + CR_BUDGET_ENFORCED_SLACK,
+        .by_corrald = !sup->cgtree.on && sup->cfg.memory_max,
         .workers = sup->target,
         .spares = sup->cfg.spares,
         .replacements = 1,

@@ -179,11 +179,10 @@ static void fold(struct series *s, const cJSON *points)
         if (!ctl_known(p, s->key))
             continue;
         double t = ctl_num(p, "t_ms"), v = ctl_num(p, s->key);
-        int cell = (int)floor((t + SERIES_MS) / (SERIES_MS / s->cells));
-        if (cell < 0)
-            cell = 0;
-        if (cell >= s->cells)
-            cell = s->cells - 1;
+        /* Clamped as a double: a saved record (--file) may hold any number,
+         * and a double past INT_MAX has no int. */
+        double c = floor((t + SERIES_MS) / (SERIES_MS / s->cells));
+        int cell = !(c >= 0) ? 0 : c >= s->cells ? s->cells - 1 : (int)c;
         if (isnan(s->v[cell]) || v > s->v[cell])
             s->v[cell] = v;
         if (!s->known) {

@@ -158,6 +158,10 @@ int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, c
                                         memory_order_acquire);
     if (!ans || (int32_t)(ans - n) < 0)
         return 0;
+    /* The answer is read as it stands: a worker rewrites it only when
+     * corrald asks again, and it asks again only for a hang's trace and
+     * for `corralctl stack` (a copy taken while the two cross may mix
+     * them; it is a stack either way, and valid text below). */
     uint32_t len = atomic_load_explicit(cr_wpage_u32(p->map, CR_WPAGE_OFF_STACK_LEN),
                                         memory_order_relaxed);
     if (len > CR_WPAGE_STACK_MAX)

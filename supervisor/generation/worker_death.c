@@ -50,10 +50,18 @@ static void fill_traces(struct cr_postmortem *pm, const struct cr_gen *g, const 
             pm->stack_len = sizeof(pm->stack) - 1;
         memcpy(pm->stack, st->text, pm->stack_len);
         snprintf(pm->stack_source, sizeof(pm->stack_source), "%s", st->source);
+    } else if (st->asked && cr_page_stack(g->page, st->asked, pm->stack, sizeof(pm->stack),
+                                          pm->stack_source, sizeof(pm->stack_source))) {
+        /* Asked for, and answered after the trace's last look: it died
+         * before the kill (or of it) with its answer on the page. */
+        pm->stack_len = strlen(pm->stack);
     } else if (cr_stackdump_find(tail, tail_len, &off, &len, &src)) {
         pm->stack_len = len < sizeof(pm->stack) - 1 ? len : sizeof(pm->stack) - 1;
         memcpy(pm->stack, tail + off, pm->stack_len);
         snprintf(pm->stack_source, sizeof(pm->stack_source), "%s", src);
+    } else if (st->asked && !st->missing[0]) {
+        snprintf(pm->stack_missing, sizeof(pm->stack_missing),
+                 "the worker died before it answered");
     } else {
         snprintf(pm->stack_missing, sizeof(pm->stack_missing), "%s", st->missing);
     }

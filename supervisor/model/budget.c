@@ -51,11 +51,8 @@ int cr_budget_format(const struct cr_budget_in *in, const struct cr_budget *b, c
         n = snprintf(buf, size, "memory budget: no enclosing limit");
     else if (!in->per_worker)
         n = snprintf(buf, size,
-                     "memory budget: no per-worker limit %s: any worker can grow to "
+                     "memory budget: no per-worker limit (--memory-max): any worker can grow to "
                      "the %.0f MiB limit of %s%s; --memory-max %lluM fits %u worker(s)%s%s",
-                     in->unenforced ? "the kernel enforces (--memory-max without per-worker "
-                                      "cgroups)"
-                                    : "(--memory-max)",
                      (double)in->limit / MIB, group, oom,
                      (unsigned long long)(b->fit_per_worker >> 20),
                      in->workers, in->spares ? ", the spares" : "",
@@ -72,9 +69,12 @@ int cr_budget_format(const struct cr_budget_in *in, const struct cr_budget *b, c
             snprintf(fix, sizeof fix, "; it fits with --memory-max %lluM", mib);
         n = snprintf(buf, size,
                      "memory budget: (%u worker(s) + %u spare(s) + %u reload replacement) x %.0f "
-                     "MiB + corrald %.0f MiB + margin %.0f MiB = %.0f MiB %s the %.0f MiB limit "
+                     "MiB%s + corrald %.0f MiB + margin %.0f MiB = %.0f MiB %s the %.0f MiB limit "
                      "of %s%s%s",
                      in->workers, in->spares, in->replacements, (double)in->per_worker / MIB,
+                     in->by_corrald ? " (--memory-max and the 2 MiB a worker may pass it by "
+                                      "before corrald's kill)"
+                                    : "",
                      (double)in->self / MIB, (double)b->margin / MIB, (double)b->need / MIB,
                      b->fits ? "fits under" : "is over", (double)in->limit / MIB, group, oom, fix);
     }

@@ -22,8 +22,9 @@
 #include <stdint.h>
 
 struct cr_budget_in {
-    uint64_t per_worker;   /* --memory-max the kernel enforces; 0: none */
-    bool unenforced;       /* --memory-max is set, but no per-worker group holds it */
+    uint64_t per_worker;   /* --memory-max, the most one worker may hold; 0: none */
+    bool by_corrald;       /* corrald enforces it (no per-worker groups): per_worker holds
+                              CR_BUDGET_ENFORCED_SLACK more, what a worker passes it by */
     unsigned workers;      /* the target */
     unsigned spares;       /* warm spares */
     unsigned replacements; /* started beside the workers they replace (a reload: 1) */
@@ -43,6 +44,10 @@ struct cr_budget {
 };
 
 #define CR_BUDGET_MIN_MARGIN (16ull << 20)
+/* corrald reads an unconfined worker's RSS every 5 ms near its limit and
+ * kills it at the limit: measured (bench/memkill, docs/memory.md), none got
+ * 2 MiB past it, whatever the growth rate. */
+#define CR_BUDGET_ENFORCED_SLACK (2ull << 20)
 
 /* Fills *out from *in. -EINVAL for a NULL argument. */
 int cr_budget_check(const struct cr_budget_in *in, struct cr_budget *out);

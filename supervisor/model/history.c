@@ -480,7 +480,7 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
         putf(&l, " request_age_ms=%" PRIu64, pm->request.age_ms);
     }
     if (pm->stack_len)
-        putf(&l, " stack_source=%s", pm->stack_source);
+        put_quoted(&l, "stack_source", pm->stack_source, strlen(pm->stack_source));
     tail_len = last_line(pm, &tail);
     if (tail_len)
         put_quoted(&l, "stderr_last", tail, tail_len);

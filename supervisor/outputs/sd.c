@@ -108,7 +108,8 @@ int cr_sd_new(struct cr_supervisor *sup, uv_loop_t *loop, struct cr_sd **ret)
 static void format_status(const struct cr_supervisor *sup, char *buf, size_t len)
 {
     unsigned ready = cr_supervisor_count_ready(sup);
-    unsigned blocked = cr_supervisor_count_state(sup, CR_WS_BLOCKED);
+    unsigned blocked = cr_supervisor_count_state(sup, CR_WS_BLOCKED) +
+                       cr_supervisor_count_state(sup, CR_WS_TRACING);
     int n = snprintf(buf, len, "%u/%u workers ready", ready, cr_supervisor_target(sup));
     if (blocked)
         n += snprintf(buf + n, len - (size_t)n, " (%u blocked)", blocked);

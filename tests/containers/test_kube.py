@@ -343,7 +343,8 @@ def variant(manifest_name, category):
                 assert ns_own, "corrald shares the host's cgroup namespace"
         else:
             assert sup["cgroup"].get("workers") is None and sup["config"]["no-cgroups"], sup
-            assert "no per-worker limit the kernel enforces" in budget[0], budget[0]
+            assert "x 98 MiB (--memory-max and the 2 MiB a worker may pass it by before " \
+                "corrald's kill)" in budget[0] and " fits under " in budget[0], budget[0]
             assert "corrald enforces it from each worker's resident memory" in log, log[-3000:]
         text = read(termlog)
         assert f"{workers} of {workers} worker(s) ready" in text and \

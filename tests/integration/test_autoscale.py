@@ -168,6 +168,15 @@ def test_bounds():
         assert c.stop() == 0
     finally:
         c.close()
+    # From --workers auto, a range keeps the count auto gave (the cores),
+    # not the 0 that spells auto.
+    c = ct.Corrald("--workers", "auto", "--scale-cooldown", "60", workers=CORES, name="as-auto")
+    try:
+        assert c.ctl("set", key="workers", value=f"1..{CORES + 2}")["ok"]
+        assert target(c) == CORES, c.status()["supervisor"]
+        assert c.stop() == 0
+    finally:
+        c.close()
 
 
 

@@ -135,11 +135,29 @@ static void test_no_per_worker_limit(void **state)
     in.oom_group = true; /* the whole container goes */
     cr_budget_check(&in, &b);
     assert_false(b.fits);
-    in.unenforced = true;
     cr_budget_format(&in, &b, buf, sizeof buf);
-    assert_non_null(strstr(buf, "no per-worker limit the kernel enforces (--memory-max without "
-                                "per-worker cgroups)"));
     assert_non_null(strstr(buf, "--memory-max 192M fits 4 worker(s) and a reload's replacement"));
+}
+
+/* Without per-worker groups corrald enforces --memory-max itself: each
+ * worker counts its limit and the slack it may pass it by. */
+static void test_enforced_by_corrald(void **state)
+{
+    (void)state;
+    struct cr_budget_in in = {.workers = 3, .replacements = 1, .self = 10 * MIB, .limit = 512 * MIB,
+                              .group = "/pod", .oom_group = true, .by_corrald = true,
+                              .per_worker = 96 * MIB + CR_BUDGET_ENFORCED_SLACK};
+    struct cr_budget b;
+    char buf[512];
+    cr_budget_check(&in, &b); /* 4 x 98 + 10 + 25.6 = 427.6 MiB */
+    assert_true(b.fits);
+    in.workers = 4; /* 5 x 98 + 35.6 = 525.6 MiB: over, and under oom.group it matters */
+    cr_budget_check(&in, &b);
+    assert_false(b.fits);
+    assert_int_equal(b.fit_workers, 3);
+    cr_budget_format(&in, &b, buf, sizeof buf);
+    assert_non_null(strstr(buf, "x 98 MiB (--memory-max and the 2 MiB a worker may pass it by "
+                                "before corrald's kill)"));
 }
 
 int main(void)
@@ -151,6 +169,7 @@ int main(void)
         cmocka_unit_test(test_fits_and_spares),
         cmocka_unit_test(test_small_limit_margin),
         cmocka_unit_test(test_no_per_worker_limit),
+        cmocka_unit_test(test_enforced_by_corrald),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -278,7 +278,7 @@ static void test_logfmt(void **state)
     n = cr_postmortem_format_logfmt(&pm, line, sizeof(line));
     assert_true(n > 0);
     assert_non_null(strstr(line, " request=\"GET /a?b=\\\"c\\\"\" request_age_ms=5234"));
-    assert_non_null(strstr(line, " stack_source=corral-worker"));
+    assert_non_null(strstr(line, " stack_source=\"corral-worker\""));
 
     /* the worst case fits in 3072 */
     memset(pm.request.method, '"', sizeof(pm.request.method) - 1);
