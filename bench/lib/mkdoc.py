@@ -282,6 +282,14 @@ def adapt_figures(t):
          'block_plateau_s': g('block', 'adaptive', 's to plateau'),
          'block_plateau': g('block', 'adaptive', 'plateau N'),
          'back': g('burst', 'adaptive', 's back to MIN')}
+    rows = [r for r in t[1:] if r[0] == 'cpu']
+    try:
+        oc = t[0].index('other cores')
+        f['cpu_others'] = sum(float(r[oc]) for r in rows) / len(rows)
+    except (ValueError, ZeroDivisionError):
+        f['cpu_others'] = float('nan')
+    f['cpu_w_cores'] = g('cpu', cores, 'workers cores')
+    f['cpu_w_max'] = g('cpu', f'N={MAX_ADAPT}', 'workers cores')
     f['cpu_x'] = f['cpu_rps'] / f['best_rps']
     f['block_x'] = f['block_rps'] / f['block_cores']
     return f
@@ -293,7 +301,11 @@ def s_adapt(t):
     ok1 = f['cpu_x'] >= 0.9 and f['cpu_nmax'] <= c + 1
     return (f'CPU-bound step: adaptive {f["cpu_rps"]:.1f} req/s = {f["cpu_x"]:.2f}x the best static '
             f'N ({f["best"]}, {f["best_rps"]:.1f}), N max {f["cpu_nmax"]:.0f} (targets '
-            f'≥ 0.9x and ≤ {c + 1} workers: {verdict(ok1)}). Blocking without the CPU: adaptive '
+            f'≥ 0.9x and ≤ {c + 1} workers: {verdict(ok1)}); meanwhile the host\'s other work '
+            f'used {f["cpu_others"]:.2f} of its {c} cores on average, and the workers got '
+            f'{f["cpu_w_cores"]:.2f} cores at N={c}, {f["cpu_w_max"]:.2f} at N={MAX_ADAPT} (on a '
+            f'shared host more processes take a larger share of the CPU from the other work). '
+            f'Blocking without the CPU: adaptive '
             f'{f["block_rps"]:.1f} req/s = {f["block_x"]:.2f}x static N={c} (target ≥ 2x: '
             f'{verdict(f["block_x"] >= 2)}); it reached N={f["block_plateau"]:.0f} '
             f'{f["block_plateau_s"]:.1f} s into the load (static N={MAX_ADAPT}: '
@@ -362,9 +374,12 @@ NOTES = {
         'One sitting, two rounds: round 1 runs each load against N=1, N=cores, N=6, adaptive in '
         'that order, round 2 in the reverse order, so that the shared machine\'s drift favours '
         'none; each run is a fresh corrald (`--scale-cooldown 5`, `--no-cgroups`, the reference '
-        'worker). The first table pools the rounds (req/s: their mean; /light and N: every '
-        'sample of both; the times: the worse round); the second is each run with the load '
-        'average at its start; the third is every `scale` event of the adaptive runs, as the '
+        'worker). The first table pools the rounds (req/s and cores: their mean; /light and N: '
+        'every sample of both; the times: the worse round; errors: failed requests and /light '
+        'probes); the second is each run with the load average at its start and where the CPU '
+        'went during the load: the host\'s busy cores (/proc/stat), the workers\' '
+        '(/proc/<pid>/stat), the bench\'s own (its rusage) and what is left, the machine\'s '
+        'other work ("other cores"; corrald\'s few % included); the third is every `scale` event of the adaptive runs, as the '
         'control socket\'s `events` stream gave it (t: seconds since the load started). '
         'The load is a closed loop of clients, each a request after the other on a new '
         'connection (only new connections wait in the accept queue, which is what the scaler '

@@ -18,11 +18,13 @@ Every loop is bounded in time; every request has a timeout.
 
 import json
 import os
+import resource
 import socket
 import threading
 import time
 
-from common import Corral, get, gnuplot, log, median, now_ms, pct, table, write_csv
+from common import (CLK_TCK, Corral, cpu_ticks, get, gnuplot, log, median, now_ms, pct, table,
+                    write_csv)
 from suites_load import Opts
 
 MAX = 6
@@ -158,6 +160,50 @@ def _load(port, path, clients, secs):
     return done, t0
 
 
+# --- where the CPU went ------------------------------------------------------------
+
+def _host_busy():
+    """(busy, total) jiffies of all CPUs, /proc/stat (idle and iowait not busy)."""
+    with open('/proc/stat') as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def _self_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _workers_ticks(srv):
+    out = {}
+    for pid in srv.worker_pids():
+        try:
+            out[pid] = cpu_ticks(pid)
+        except OSError:
+            pass
+    return out
+
+
+class CpuSplit:
+    """The cores the host, the workers and this harness used over the load:
+    what is left is the machine's other work (and corrald, a few %)."""
+
+    def __init__(self, srv):
+        self.srv = srv
+        self.host0, self.self0 = _host_busy(), _self_cpu_s()
+        self.w0, self.t0 = _workers_ticks(srv), time.monotonic()
+
+    def end(self):
+        host1, self1, w1 = _host_busy(), _self_cpu_s(), _workers_ticks(self.srv)
+        secs = time.monotonic() - self.t0
+        ncpu = os.cpu_count() or 1
+        host = (host1[0] - self.host0[0]) / max(1, host1[1] - self.host0[1]) * ncpu
+        workers = sum(t - self.w0.get(pid, 0) for pid, t in w1.items()) / CLK_TCK / secs
+        harness = (self1 - self.self0) / secs
+        return {'host': host, 'workers': workers, 'harness': harness,
+                'others': max(0.0, host - workers - harness)}
+
+
 # --- one run ----------------------------------------------------------------------
 
 def _run(shape, label, workers, ready):
@@ -169,7 +215,9 @@ def _run(shape, label, workers, ready):
     try:
         obs = Observer(srv)
         time.sleep(max(0.0, (obs.t_start + PRE_S * 1000.0 - now_ms()) / 1000.0))
+        split = CpuSplit(srv)
         done, t0 = _load(srv.port, path, clients, secs)
+        cpu = split.end()
         t_end = t0 + secs * 1000.0
         if key == 'burst' and adaptive:
             # Watch until N is back to MIN, bounded: the cool-down and 15 s.
@@ -192,7 +240,7 @@ def _run(shape, label, workers, ready):
     in_load = [s for s in samples if 0 <= s[0] <= secs]
     ns = [s[1] for s in in_load]
     r = {'shape': key, 'label': label, 'adaptive': adaptive, 'secs': secs, 'loadavg': load1,
-         'rps': len(ok) / secs, 'requests': len(ok), 'errors': errors,
+         'rps': len(ok) / secs, 'requests': len(ok), 'errors': errors, 'cpu': cpu,
          'light': [ms for t, ms in probes if 0 <= t <= secs],
          'n_load': ns, 'n_all_max': max((s[1] for s in samples), default=float('nan')),
          'probes': probes, 'samples': samples, 'events': events,
@@ -255,7 +303,9 @@ def _agg(runs):
             'n_max': max(ns, default=float('nan')),
             'n_all_max': worst('n_all_max'), 'plateau_n': worst('plateau_n'),
             'plateau_s': worst('plateau_s'), 'back_min_s': worst('back_min_s'),
-            'errors': sum(r['errors'] for r in runs)}
+            'errors': sum(r['errors'] for r in runs),
+            'workers_cores': sum(r['cpu']['workers'] for r in runs) / len(runs),
+            'other_cores': sum(r['cpu']['others'] for r in runs) / len(runs)}
 
 
 def _timeline(key, runs):
@@ -290,10 +340,12 @@ def adapt():
                 log(f'adapt: round {rnd + 1}, {shape[0]}, {label}')
                 r = _run(shape, label, workers, ready)
                 res.setdefault((shape[0], label), []).append(r)
+                c = r['cpu']
                 detail.append([shape[0], label, rnd + 1, pos + 1, r['loadavg'], r['rps'],
                                r['errors'], pct([m for m in r['light'] if m == m], 99),
                                max(r['n_load'], default=float('nan')), r['n_all_max'],
-                               r['plateau_n'], r['plateau_s'], r['back_min_s']])
+                               r['plateau_n'], r['plateau_s'], r['back_min_s'], c['host'],
+                               c['workers'], c['harness'], c['others']])
                 if r['adaptive']:
                     events += [[shape[0], rnd + 1, round(e[0], 2), e[1], e[2], e[3], e[4]]
                                for e in r['events']]
@@ -304,11 +356,12 @@ def adapt():
     for key, _, clients, secs, title in shapes:
         for label, _, _ in configs:
             a = _agg(res[(key, label)])
-            rows.append([key, label, a['rps'], a['p50'], a['p99'], a['failed'], a['n_min'],
-                         a['n_med'], a['n_max'], a['plateau_n'], a['plateau_s'],
-                         a['back_min_s'], a['errors']])
-    hdr = ['load', 'workers', 'req/s', '/light p50 ms', '/light p99 ms', '/light failed',
-           'N min', 'N median', 'N max', 'plateau N', 's to plateau', 's back to MIN', 'errors']
+            rows.append([key, label, a['rps'], a['p50'], a['p99'], a['n_min'], a['n_med'],
+                         a['n_max'], a['plateau_n'], a['plateau_s'], a['back_min_s'],
+                         a['workers_cores'], a['other_cores'], a['errors'] + a['failed']])
+    hdr = ['load', 'workers', 'req/s', '/light p50 ms', '/light p99 ms', 'N min', 'N median',
+           'N max', 'plateau N', 's to plateau', 's back to MIN', 'workers cores', 'other cores',
+           'errors']
     title = (f'adapt: static N vs --workers 1..{MAX} (--scale-cooldown {COOLDOWN_S}), '
              f'{rounds} round(s) alternated; /light every {PROBE_MS} ms')
     table(title, hdr, rows)
@@ -317,7 +370,8 @@ def adapt():
     write_csv('adapt.csv', hdr, rows)
     write_csv('adapt-runs.csv', ['load', 'workers', 'round', 'position', 'loadavg', 'req/s',
                                  'errors', '/light p99 ms', 'N max (load)', 'N max (run)',
-                                 'plateau N', 's to plateau', 's back to MIN'], detail)
+                                 'plateau N', 's to plateau', 's back to MIN', 'host cores',
+                                 'workers cores', 'harness cores', 'other cores'], detail)
     write_csv('adapt-events.csv', ['load', 'round', 't_s', 'from', 'to', 'why', 'text'], events)
     _answer(rows, cores)
     _plot(shapes, cores)
@@ -329,16 +383,16 @@ def _answer(rows, cores):
     cpu = [r for r in rows if r[0] == 'cpu']
     best = max((r for r in cpu if r[1] != ad), key=lambda r: r[2])
     a = g[('cpu', ad)]
-    ok1 = a[2] >= 0.9 * best[2] and a[8] <= cores + 1
+    ok1 = a[2] >= 0.9 * best[2] and a[7] <= cores + 1
     print(f'answer: CPU-bound: adaptive {a[2]:.1f} req/s = {a[2] / best[2]:.2f}x the best static '
-          f'({best[1]}, {best[2]:.1f}), N max {a[8]:.0f} (targets >= 0.9x and <= {cores + 1} '
+          f'({best[1]}, {best[2]:.1f}), N max {a[7]:.0f} (targets >= 0.9x and <= {cores + 1} '
           f'workers): {"met" if ok1 else "NOT met"}')
     b, s = g[('block', ad)], g[('block', f'N={cores} (cores)')]
     print(f'answer: blocking: adaptive {b[2]:.1f} req/s = {b[2] / s[2]:.2f}x N={cores} '
           f'(target >= 2x): {"met" if b[2] >= 2 * s[2] else "NOT met"}')
     c = g[('burst', ad)]
-    ok3 = c[11] == c[11] and c[11] <= COOLDOWN_S + 5
-    print(f'answer: burst: back to MIN {c[11]:.1f} s after the load ended (target <= '
+    ok3 = c[10] == c[10] and c[10] <= COOLDOWN_S + 5
+    print(f'answer: burst: back to MIN {c[10]:.1f} s after the load ended (target <= '
           f'{COOLDOWN_S + 5} s): {"met" if ok3 else "NOT met"}')
 
 
