@@ -289,6 +289,9 @@ def adapt_figures(t):
     except (ValueError, ZeroDivisionError):
         f['cpu_others'] = float('nan')
     f['cpu_w_cores'] = g('cpu', cores, 'workers cores')
+    f['cpu_w_adapt'] = g('cpu', 'adaptive', 'workers cores')
+    f['cpu_rps_cores'] = g('cpu', cores, 'req/s')
+    f['cpu_rps_max'] = g('cpu', f'N={MAX_ADAPT}', 'req/s')
     f['cpu_w_max'] = g('cpu', f'N={MAX_ADAPT}', 'workers cores')
     f['cpu_x'] = f['cpu_rps'] / f['best_rps']
     f['block_x'] = f['block_rps'] / f['block_cores']
@@ -303,8 +306,12 @@ def s_adapt(t):
             f'N ({f["best"]}, {f["best_rps"]:.1f}), N max {f["cpu_nmax"]:.0f} (targets '
             f'≥ 0.9x and ≤ {c + 1} workers: {verdict(ok1)}); meanwhile the host\'s other work '
             f'used {f["cpu_others"]:.2f} of its {c} cores on average, and the workers got '
-            f'{f["cpu_w_cores"]:.2f} cores at N={c}, {f["cpu_w_max"]:.2f} at N={MAX_ADAPT} (on a '
-            f'shared host more processes take a larger share of the CPU from the other work). '
+            f'{f["cpu_w_adapt"]:.2f} cores adaptive, {f["cpu_w_cores"]:.2f} at N={c}, '
+            f'{f["cpu_w_max"]:.2f} at N={MAX_ADAPT}: per core they got, adaptive served '
+            f'{f["cpu_rps"] / f["cpu_w_adapt"]:.1f} req/s, N={c} '
+            f'{f["cpu_rps_cores"] / f["cpu_w_cores"]:.1f}, N={MAX_ADAPT} '
+            f'{f["cpu_rps_max"] / f["cpu_w_max"]:.1f} (on a shared host the throughput follows '
+            f'the CPU the other work leaves). '
             f'Blocking without the CPU: adaptive '
             f'{f["block_rps"]:.1f} req/s = {f["block_x"]:.2f}x static N={c} (target ≥ 2x: '
             f'{verdict(f["block_x"] >= 2)}); it reached N={f["block_plateau"]:.0f} '
@@ -468,6 +475,7 @@ Run: {m.get('date', 'n/a')} on {m.get('nproc', '?')} × {m.get('cpu', '?')},
 {m.get('mem_gib', '?')} GiB, kernel {m.get('kernel', '?')}; load average at start
 {m.get('loadavg', '?')}. {m.get('corrald', '?')}, Node {m.get('node', '?')},
 {m.get('nginx', '?')}, {m.get('wrk', '?')}. corral is built `--buildtype=release`.
+A suite run on its own since then says when under its heading.
 
 This machine is shared with other engineers' test runs and has two cores:
 absolute figures move between runs; each comparison is a ratio from one run,
