@@ -133,7 +133,7 @@ class Corral:
     """corrald on 127.0.0.1:<free port>, --no-cgroups unless cgroup_parent."""
 
     def __init__(self, workers, threadpool=None, balance=None, worker_args=(),
-                 extra=(), cgroup_parent=None, logfile=None, ready_timeout=60.0):
+                 extra=(), cgroup_parent=None, logfile=None, ready_timeout=60.0, ready=None):
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix='corral-bench-')
         self.sock = os.path.join(self.tmp, 'control.sock')
@@ -151,7 +151,8 @@ class Corral:
         self.logf = open(self.logpath, 'w')
         self.proc = _spawn(argv, stderr=self.logf, stdout=self.logf)
         self.workers = workers
-        self.wait_ready(workers, ready_timeout)
+        # workers may be 'MIN..MAX': then `ready` says how many to wait for.
+        self.wait_ready(ready if ready is not None else int(workers), ready_timeout)
 
     @property
     def pid(self):
@@ -354,12 +355,12 @@ def table(title, header, rows):
     sys.stdout.flush()
 
 
-def gnuplot(name, script):
+def gnuplot(name, script, size='900,500'):
     """Render docs/img/<name>.png from a gnuplot script (paths resolved
     against bench/results)."""
     os.makedirs(IMG, exist_ok=True)
     out = os.path.join(IMG, name + '.png')
-    head = (f"set terminal pngcairo size 900,500 font 'DejaVu Sans,10'\n"
+    head = (f"set terminal pngcairo size {size} font 'DejaVu Sans,10'\n"
             f"set output '{out}'\nset datafile separator ','\nset key outside right\n"
             f"cd '{RESULTS}'\n")
     r = subprocess.run(['gnuplot'], input=head + script, text=True, capture_output=True)

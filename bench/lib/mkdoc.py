@@ -247,6 +247,83 @@ def s_latency(t):
             f'machine meanwhile (docs/reliability.md, "Loop latency", has every earlier sitting).')
 
 
+def _adapt_cell(t, load, workers, col):
+    """adapt.csv: the figure in column col for (load, workers); workers may
+    be a prefix ('N=2', 'adaptive'). nan when absent."""
+    try:
+        c = t[0].index(col)
+        for r in t[1:]:
+            if r[0] == load and r[1].startswith(workers):
+                return float(r[c])
+    except (TypeError, ValueError):
+        pass
+    return float('nan')
+
+
+def _adapt_static(t, load):
+    """{label: req/s} of the static rows of one load."""
+    c = t[0].index('req/s')
+    return {r[1]: float(r[c]) for r in t[1:] if r[0] == load and not r[1].startswith('adaptive')}
+
+
+def adapt_figures(t):
+    """The figures the sentence and the README read from adapt.csv."""
+    g = lambda load, w, col: _adapt_cell(t, load, w, col)  # noqa: E731
+    cpu = _adapt_static(t, 'cpu')
+    best = max(cpu, key=cpu.get) if cpu else ''
+    cores = next((k for k in cpu if k.endswith('(cores)')), '')
+    bcores = next((k for k in _adapt_static(t, 'block') if k.endswith('(cores)')), '')
+    ncores = int(cores[2:].split()[0]) if cores else 0
+    f = {'best': best, 'best_rps': cpu.get(best, float('nan')), 'cores': ncores,
+         'cpu_rps': g('cpu', 'adaptive', 'req/s'), 'cpu_nmax': g('cpu', 'adaptive', 'N max'),
+         'cpu_plateau': g('cpu', 'adaptive', 'plateau N'),
+         'block_rps': g('block', 'adaptive', 'req/s'), 'block_cores': g('block', bcores, 'req/s'),
+         'block_max': max((v for k, v in _adapt_static(t, 'block').items()), default=float('nan')),
+         'block_plateau_s': g('block', 'adaptive', 's to plateau'),
+         'block_plateau': g('block', 'adaptive', 'plateau N'),
+         'back': g('burst', 'adaptive', 's back to MIN')}
+    rows = [r for r in t[1:] if r[0] == 'cpu']
+    try:
+        oc = t[0].index('other cores')
+        f['cpu_others'] = sum(float(r[oc]) for r in rows) / len(rows)
+    except (ValueError, ZeroDivisionError):
+        f['cpu_others'] = float('nan')
+    f['cpu_w_cores'] = g('cpu', cores, 'workers cores')
+    f['cpu_w_adapt'] = g('cpu', 'adaptive', 'workers cores')
+    f['cpu_rps_cores'] = g('cpu', cores, 'req/s')
+    f['cpu_rps_max'] = g('cpu', f'N={MAX_ADAPT}', 'req/s')
+    f['cpu_w_max'] = g('cpu', f'N={MAX_ADAPT}', 'workers cores')
+    f['cpu_x'] = f['cpu_rps'] / f['best_rps']
+    f['block_x'] = f['block_rps'] / f['block_cores']
+    return f
+
+
+def s_adapt(t):
+    f = adapt_figures(t)
+    c = f['cores']
+    ok1 = f['cpu_x'] >= 0.9 and f['cpu_nmax'] <= c + 1
+    return (f'CPU-bound step: adaptive {f["cpu_rps"]:.1f} req/s = {f["cpu_x"]:.2f}x the best static '
+            f'N ({f["best"]}, {f["best_rps"]:.1f}), N max {f["cpu_nmax"]:.0f} (targets '
+            f'≥ 0.9x and ≤ {c + 1} workers: {verdict(ok1)}); meanwhile the host\'s other work '
+            f'used {f["cpu_others"]:.2f} of its {c} cores on average, and the workers got '
+            f'{f["cpu_w_adapt"]:.2f} cores adaptive, {f["cpu_w_cores"]:.2f} at N={c}, '
+            f'{f["cpu_w_max"]:.2f} at N={MAX_ADAPT}: per core they got, adaptive served '
+            f'{f["cpu_rps"] / f["cpu_w_adapt"]:.1f} req/s, N={c} '
+            f'{f["cpu_rps_cores"] / f["cpu_w_cores"]:.1f}, N={MAX_ADAPT} '
+            f'{f["cpu_rps_max"] / f["cpu_w_max"]:.1f} (on a shared host the throughput follows '
+            f'the CPU the other work leaves). '
+            f'Blocking without the CPU: adaptive '
+            f'{f["block_rps"]:.1f} req/s = {f["block_x"]:.2f}x static N={c} (target ≥ 2x: '
+            f'{verdict(f["block_x"] >= 2)}); it reached N={f["block_plateau"]:.0f} '
+            f'{f["block_plateau_s"]:.1f} s into the load (static N={MAX_ADAPT}: '
+            f'{f["block_max"]:.1f} req/s, the ceiling for 8 clients). After the burst: back to '
+            f'MIN {f["back"]:.1f} s after the load ended (target ≤ cool-down 5 s + 5 s: '
+            f'{verdict(f["back"] == f["back"] and f["back"] <= 10)}); the worst round counts.')
+
+
+MAX_ADAPT = 6  # bench/lib/suites_adapt.py MAX
+
+
 SUITES = [
     ('1. Throughput', 'throughput',
      'How many /light requests per second does corral serve, against Node and against nginx '
@@ -292,9 +369,38 @@ SUITES = [
      'Does corrald answer its control socket (and so its signals and heartbeats) within 20 ms '
      'while `scale 1000` starts a thousand workers, each in its own cgroup?',
      [('latency.csv', s_latency)], []),
+    ('13. Adaptive workers: --workers 1..6 against static N', 'adapt',
+     'Under a CPU-bound step, a load that blocks the loops without the CPU, and a burst followed '
+     'by nothing, what do static N = 1, N = cores, N = 6 and the adaptive `--workers 1..6` serve, '
+     'how slow is a /light meanwhile, how does N move, and how soon does it come back to MIN?',
+     [('adapt.csv', s_adapt), ('adapt-runs.csv', None), ('adapt-events.csv', None)], ['adapt']),
 ]
 
 NOTES = {
+    'adapt': (
+        'One sitting, two rounds: round 1 runs each load against N=1, N=cores, N=6, adaptive in '
+        'that order, round 2 in the reverse order, so that the shared machine\'s drift favours '
+        'none; each run is a fresh corrald (`--scale-cooldown 5`, `--no-cgroups`, the reference '
+        'worker). The first table pools the rounds (req/s and cores: their mean; /light and N: '
+        'every sample of both; the times: the worse round; errors: failed requests and /light '
+        'probes); the second is each run with the load average at its start and where the CPU '
+        'went during the load: the host\'s busy cores (/proc/stat), the workers\' '
+        '(/proc/<pid>/stat), the bench\'s own (its rusage) and what is left, the machine\'s '
+        'other work ("other cores"; corrald\'s few % included); the third is every `scale` event of the adaptive runs, as the '
+        'control socket\'s `events` stream gave it (t: seconds since the load started). '
+        'The load is a closed loop of clients, each a request after the other on a new '
+        'connection (only new connections wait in the accept queue, which is what the scaler '
+        'reads); req/s counts the answers within the load\'s window. Alongside, a /light every '
+        '20 ms by the clock on a connection of its own (percentiles over the load\'s window), '
+        '`status` every 250 ms (N is `workers_target`) and the `events` subscription. '
+        'The CPU-bound step is /hashsync (pbkdf2 on the loop: a fixed amount of CPU per request, '
+        'the iterations calibrated to ~50 ms alone at the start of the suite), not /heavy: '
+        '/heavy spins until a wall-clock deadline, so six workers sharing two cores would each '
+        'still answer after 50 ms and over-subscription would look three times faster than it '
+        'is. Plateau: the N held at the end of the load, and when it last became it; back to '
+        'MIN: the first sample after the load\'s end with N = 1. The plot is round 1: N of the '
+        'adaptive run (steps), its /light latency (orange) and static N=cores\' (grey), log '
+        'scale; dashed lines are the static N.'),
     'restart': (
         'One sitting, 20 kills per row. corrald runs 1 worker with `--backoff-initial 1ms '
         '--backoff-max 1ms --crash-budget 64`, with and without `--spares 1` (v1 here would need '
@@ -362,13 +468,14 @@ def header(meta):
     return f"""# Benchmarks
 
 Generated by `bench/lib/mkdoc.py` from `bench/results/*.csv` — do not edit by
-hand; rerun `bench/run` (all suites, about 8 minutes) to refresh the tables,
+hand; rerun `bench/run` (all suites, about 20 minutes) to refresh the tables,
 the sentences under them and the plots in `docs/img/`.
 
 Run: {m.get('date', 'n/a')} on {m.get('nproc', '?')} × {m.get('cpu', '?')},
 {m.get('mem_gib', '?')} GiB, kernel {m.get('kernel', '?')}; load average at start
 {m.get('loadavg', '?')}. {m.get('corrald', '?')}, Node {m.get('node', '?')},
 {m.get('nginx', '?')}, {m.get('wrk', '?')}. corral is built `--buildtype=release`.
+A suite run on its own since then says when under its heading.
 
 This machine is shared with other engineers' test runs and has two cores:
 absolute figures move between runs; each comparison is a ratio from one run,
@@ -379,7 +486,10 @@ with 2 worker processes.
 Targets (tracked, not tests): /light corral 2 workers ≥ 0.9× nginx; isolation
 corral N=2 /light p99 under /heavy ≤ 2× without; loop-bound 2 workers ≥ 1.8×
 1 worker and pool 16 ≤ 1.1× pool 1; restart median ≤ 10 ms and ≥ 10× faster
-than Node cluster. Each suite's sentence says where it stands.
+than Node cluster; `--workers 1..6`: on a CPU-bound step within 10 % of the
+best static N's throughput and never above cores + 1 workers, on a load
+blocked without the CPU ≥ 2× static N = cores, back to MIN within the
+cool-down + 5 s after a burst. Each suite's sentence says where it stands.
 
 Programs used: wrk, gnuplot (pngcairo), nginx, node, meson/ninja, python3.
 """
@@ -394,7 +504,7 @@ def numbers():
     the CSVs of the sitting. None when a CSV it needs is missing."""
     t = {n: load(n + '.csv') for n in ('throughput', 'isolation', 'threadpool', 'loopbound',
                                          'exec', 'restart-spares', 'scale', 'cgroups',
-                                         'startup', 'hotpath', 'latency')}
+                                         'startup', 'hotpath', 'latency', 'adapt')}
     if not all(t.values()):
         return None
     g = lambda name, label, col: num(t[name], label, col)  # noqa: E731
@@ -470,6 +580,15 @@ def numbers():
          f'{_f(hp[3])} µs = {_f(hp[4], ".2f")}× nginx' if hp else 'n/a',
          f'nginx `return 200`: {_f(ng[3])} µs' if ng else ''),
     ]
+    ad = adapt_figures(t['adapt'])
+    rows.append(
+        (f'`--workers 1..{MAX_ADAPT}` against static N: a CPU-bound step / a load blocked '
+         f'without the CPU (req/s), and after a burst, back to MIN (cool-down 5 s)',
+         f'CPU-bound {ad["cpu_rps"]:.1f} = **{ad["cpu_x"]:.2f}× the best static**, '
+         f'N ≤ {ad["cpu_nmax"]:.0f}; blocked **{ad["block_x"]:.1f}× N={ad["cores"]}** '
+         f'({ad["block_rps"]:.1f}); back to 1 worker {ad["back"]:.1f} s after the burst',
+         f'best static {ad["best"]} {ad["best_rps"]:.1f}; blocked N={ad["cores"]} '
+         f'{ad["block_cores"]:.1f}, N={MAX_ADAPT} {ad["block_max"]:.1f}'))
     return rows
 
 

@@ -240,6 +240,7 @@ static void on_tick(uv_timer_t *t)
     struct cr_scale_limits l = {.min = c->workers_min,
                                 .max = c->workers_max,
                                 .budget_max = budget_max(sup),
+                                .cores = sc->cores,
                                 .up_wait_ms = c->scale_wait_ms,
                                 .cooldown_ms = c->scale_cooldown_ms,
                                 .settle_ms = CR_SCALER_SETTLE_MS};

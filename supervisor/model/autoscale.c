@@ -104,7 +104,10 @@ void cr_autoscale_decide(const struct cr_scale_limits *l, const struct cr_scale_
     if (waiting && busy) {
         double want = s->demand_each >= 0 ? s->demand_each : s->cpu_each;
         bool on_cpu = want >= CR_SCALE_CPU_BOUND;
-        bool no_core = s->idle_cores >= 0 && s->idle_cores < CR_SCALE_IDLE_MIN;
+        /* Below the cores, a core kept busy is other work's: the new
+         * worker gets its share of it (autoscale.h). */
+        bool no_core = s->idle_cores >= 0 && s->idle_cores < CR_SCALE_IDLE_MIN &&
+                       (!l->cores || now >= l->cores);
         if (now >= l->max) {
             d->why = CR_SCALE_AT_MAX;
             say(d, s, "at MAX");

@@ -89,8 +89,10 @@ def test_blocking_goes_past_the_cores():
 
 
 def test_cpu_bound_stops_at_the_cores():
-    """8 clients of /heavy?ms=200 (loops burning the CPU): N never goes past
-    the cores plus one, whatever the queue says."""
+    """8 clients of /heavy?ms=200 (loops burning the CPU): N reaches the
+    cores (a core kept busy by other work of the host does not hold it
+    below them) and never goes past the cores plus one, whatever the queue
+    says."""
     c = ct.Corrald("--workers", "1..6", "--scale-cooldown", "30", workers=1, name="as-cpu")
     try:
         ls = loads(c, "/heavy?ms=200", 8, 8)
@@ -101,7 +103,7 @@ def test_cpu_bound_stops_at_the_cores():
             time.sleep(0.1)
         for load in ls:
             load.stop()
-        assert most <= CORES + 1, (most, CORES)
+        assert min(CORES, 6) <= most <= CORES + 1, (most, CORES)
         a = c.status()["supervisor"]["autoscale"]
         assert a["measured"]["cpu_each"] is not None, a
         assert sum(len(load.failed) for load in ls) == 0

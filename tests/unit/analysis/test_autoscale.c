@@ -114,6 +114,55 @@ static void test_starved_cpu_bound_is_still_cpu_bound(void **state)
     assert_int_equal(d.why, CR_SCALE_UP);
 }
 
+static void test_cpu_bound_gets_the_cores_on_a_busy_host(void **state)
+{
+    (void)state;
+    /* 2 cores, other tenants keep them busy: one /hashsync worker uses 0.7
+     * of a core and waits for the rest, no core idle. Below the cores it
+     * still gets a second worker (the kernel gives it its share); at the
+     * cores it is held. */
+    struct cr_scale_limits l = L;
+    l.cores = 2;
+    struct cr_scale_state st = {0};
+    struct cr_scale_decision d;
+    struct cr_scale_sample s = at(1000, 1, 27, 377, 1.0, 0.7, 0.0);
+    s.demand_each = 0.9;
+    cr_autoscale_decide(&l, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_UP);
+    assert_int_equal(d.to, 2);
+    assert_non_null(strstr(d.text, "0.7 cores used each (0.9 wanted), 0.0 cores idle"));
+    assert_null(strstr(d.text, "without the CPU"));
+    s = at(2000, 2, 11, 1300, 1.0, 0.6, 0.0);
+    s.demand_each = 0.95;
+    cr_autoscale_decide(&l, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_SATURATED);
+    assert_int_equal(d.to, 2);
+    /* Held for good while it lasts: never up and down. */
+    struct cr_scale_sample seq[40];
+    for (int i = 0; i < 40; i++) {
+        seq[i] = at(2500 + 500 * (uint64_t)i, 2, 10, 1800, 1.0, 0.6, (i % 3) * 0.2);
+        seq[i].demand_each = 0.95;
+    }
+    unsigned changes = 0;
+    d = run(&l, &st, seq, 40, &changes);
+    assert_int_equal(changes, 0);
+    /* Past the cores with a core idle (the loops leave one unused): one
+     * more, as before. */
+    memset(&st, 0, sizeof(st));
+    s = at(30000, 2, 6, 400, 1.0, 0.6, 0.8);
+    s.demand_each = 0.7;
+    cr_autoscale_decide(&l, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_UP);
+    assert_int_equal(d.to, 3);
+    /* Cores unknown: no core idle holds, whatever N. */
+    memset(&st, 0, sizeof(st));
+    s = at(40000, 1, 27, 377, 1.0, 0.7, 0.0);
+    s.demand_each = 0.9;
+    cr_autoscale_decide(&L, &s, &st, &d);
+    assert_int_equal(d.why, CR_SCALE_SATURATED);
+    assert_int_equal(d.to, 1);
+}
+
 static void test_queue_empty_or_idle_loops_do_not_scale_up(void **state)
 {
     (void)state;
@@ -262,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_blocked_without_cpu_goes_past_cores),
         cmocka_unit_test(test_cpu_bound_stops_at_the_cores),
         cmocka_unit_test(test_starved_cpu_bound_is_still_cpu_bound),
+        cmocka_unit_test(test_cpu_bound_gets_the_cores_on_a_busy_host),
         cmocka_unit_test(test_queue_empty_or_idle_loops_do_not_scale_up),
         cmocka_unit_test(test_budget_caps),
         cmocka_unit_test(test_down_after_the_cooldown),
