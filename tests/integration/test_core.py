@@ -28,12 +28,26 @@ def test_all_serve():
                 if pids >= set(c.live_pids()):
                     break
         assert pids == set(c.live_pids()), (pids, c.live_pids())
-        # Per-process state: each worker counts alone.
-        counters = {}
-        for _ in range(60):
+        # Per-process state: each worker counts alone, so the counts one
+        # pid answered are exactly 1..n for that pid. Concurrent clients
+        # again (a sequential one may meet one worker only), until two
+        # workers have counted.
+        import json
+
+        def count(_):
             st, h, body = c.get("/counter")
-            counters.setdefault(h["x-worker-pid"], []).append(body)
-        assert len(counters) >= 2, counters
+            return h["x-worker-pid"], json.loads(body)["counter"]
+
+        counters = {}
+        with ThreadPoolExecutor(6) as ex:
+            for _ in range(5):
+                for pid, n in ex.map(count, range(60)):
+                    counters.setdefault(pid, []).append(n)
+                if len(counters) >= 2:
+                    break
+        assert len(counters) >= 2, {p: len(v) for p, v in counters.items()}
+        for pid, seen in counters.items():
+            assert sorted(seen) == list(range(1, len(seen) + 1)), (pid, sorted(seen))
     finally:
         c.close()
 
