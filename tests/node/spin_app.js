@@ -8,12 +8,15 @@
 //                      be taken until it returns)
 //   GET /wait?ms=N     answers after N ms without blocking (a timer)
 //   GET /throw         throws from the handler: an uncaught exception
+//   GET /objects?n=N   keeps N x 10000 more small objects (a heap of many
+//                      objects: what makes a heap snapshot big)
 //   GET /              {"pid": ...}
 
 const crypto = require('node:crypto');
 const http = require('node:http');
 
 let usPerIteration = 0;
+const kept = [];
 
 function spinFor(ms) {
   const end = Date.now() + ms;
@@ -41,6 +44,10 @@ function handle(req, res) {
     res.end(`derived ${nativeFor(ms)} bytes\n`);
   } else if (url.pathname === '/wait') {
     setTimeout(() => res.end('waited\n'), ms);
+  } else if (url.pathname === '/objects') {
+    const n = Math.min(Number(url.searchParams.get('n')) || 1, 1000) * 10000;
+    for (let i = 0; i < n; i++) kept.push({ id: kept.length, name: `n${kept.length}`, tags: [i] });
+    res.end(`kept ${kept.length}\n`);
   } else if (url.pathname === '/throw') {
     throw new Error('thrown by the handler of /throw');
   } else {
