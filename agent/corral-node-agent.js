@@ -370,14 +370,14 @@
   // server of the process.
   //
   // Node cannot map the page, and a pwrite per change costs the main
-  // thread too much: measured on /light (bench/node-page), two pwrites of
-  // the 436-byte record per request took 2.3 us each in a tight loop and
-  // 12-20 us per request in the server (+20-30 % CPU per request). So the
-  // main thread writes the record into shared memory (a SharedArrayBuffer:
-  // plain stores, no system call) and the stack helper's thread copies it
-  // into the page with one pwrite, at once when it was idle (it sleeps in
+  // thread too much: the fs.writeSync of the 436-byte record took 1.8-2.2
+  // us in a tight loop, and two per request cost an app's main thread +22
+  // us per /light request (+39 %, docs/worker-protocol.md). So the main
+  // thread writes the record into shared memory (a SharedArrayBuffer: plain
+  // stores, 0.14 us a write) and the stack helper's thread copies it into
+  // the page with one pwrite, at once when it was idle (it sleeps in
   // Atomics.waitAsync; the main thread wakes it only then) and at most
-  // every MIRROR_MS while the record keeps changing. The copy is whole:
+  // every MIRROR_MS (20) while the record keeps changing. The copy is whole:
   // the sequence number is stored first and last, and the helper copies
   // until both ends match, so the page's own check holds. On 'exit' (an
   // uncaught exception, process.exit) the main thread writes the record
@@ -1006,8 +1006,11 @@
     // Copies the main thread's request record into the page (makePage):
     // whole (its sequence numbers match at both ends), at once after a
     // quiet spell, at most every MIRROR_MS while it keeps changing.
+    // Each wake-up of a Node thread costs 150-250 us of CPU on the test
+    // machine (an idle setInterval of 50 ms: 3 ms/s): under steady load the
+    // copies are spaced 20 ms apart, 50 wake-ups a second at most.
     async function mirror(shared) {
-      const MIRROR_MS = 5;
+      const MIRROR_MS = 20;
       const i32 = new Int32Array(shared);
       const src = Buffer.from(shared, 0, PAGE.REQ_LEN);
       const out = Buffer.alloc(PAGE.REQ_LEN);
