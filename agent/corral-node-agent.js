@@ -14,11 +14,11 @@
 //   STOPPING=1  when that server closes (the app began to drain).
 //
 // And it keeps the worker page (CORRAL_PAGE_FD, docs/worker-protocol.md,
-// "The worker page"): the request being served, written with one pwrite
-// per change from diagnostics_channel's http.server events, and the JS
-// stack of the main thread on corrald's request, answered by a helper
-// thread (worker_threads) through the inspector even while the main thread
-// is stuck in a loop.
+// "The worker page"): the request being served, from diagnostics_channel's
+// http.server events (kept in shared memory by the main thread, copied into
+// the page by a helper thread), and the JS stack of the main thread on
+// corrald's request, which that helper (worker_threads) takes through the
+// inspector even while the main thread is stuck in a loop.
 //
 // Rules it keeps:
 // - The app comes first. Nothing here may throw into the app, keep its loop
