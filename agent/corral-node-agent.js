@@ -995,38 +995,37 @@
       seen = req;
       capture(req);
     };
-    timer = setInterval(look, POLL_MS);
+    // The request record: copied into the page at each look when it
+    // changed, and at once when it changes after a quiet look (the helper
+    // then sleeps in Atomics.waitAsync, and the main thread wakes it). Each
+    // wake-up of a Node thread costs 150-250 us of CPU on the test machine
+    // (an idle node with a 50 ms setInterval: 3 ms/s), and under load it
+    // takes the main thread's core: under steady load the record is copied
+    // at the looks only, 20 a second, at most 50 ms behind.
+    const record = data.shared && typeof Atomics.waitAsync === 'function' &&
+      (data.features & PAGE.F_REQUEST) ? mirror(data.shared) : null;
+    timer = setInterval(() => {
+      look();
+      if (record) record.tick();
+    }, POLL_MS);
     threads.parentPort.on('message', (m) => {
       if (m === 'stop') stop('');
     });
-    if (data.shared && typeof Atomics.waitAsync === 'function' && (data.features & PAGE.F_REQUEST)) {
-      mirror(data.shared).catch((e) => say(`request record: ${e.message}`));
-    }
+    if (record) record.tick();
 
-    // Copies the main thread's request record into the page (makePage):
-    // whole (its sequence numbers match at both ends), at once after a
-    // quiet spell, at most every MIRROR_MS while it keeps changing.
-    // Each wake-up of a Node thread costs 150-250 us of CPU on the test
-    // machine (an idle setInterval of 50 ms: 3 ms/s): under steady load the
-    // copies are spaced 20 ms apart, 50 wake-ups a second at most.
-    async function mirror(shared) {
-      const MIRROR_MS = 20;
+    // Copies the main thread's request record into the page (makePage),
+    // whole: its sequence numbers match at both ends.
+    function mirror(shared) {
       const i32 = new Int32Array(shared);
       const src = Buffer.from(shared, 0, PAGE.REQ_LEN);
       const out = Buffer.alloc(PAGE.REQ_LEN);
-      const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-      if (Atomics.compareExchange(i32, SHARED.MIRROR, 0, 1) !== 0) return;
+      if (Atomics.compareExchange(i32, SHARED.MIRROR, 0, 1) !== 0) return null;
       let done = -1; // the sequence number last written; none yet
-      while (timer !== null && Atomics.load(i32, SHARED.MIRROR) === 1) {
-        Atomics.store(i32, SHARED.WAITING, 1);
-        const now = Atomics.load(i32, SHARED.SEQ_END);
-        if (now === done) {
-          const w = Atomics.waitAsync(i32, SHARED.SEQ_END, now);
-          if (w.async) await w.value;
-          Atomics.store(i32, SHARED.WAITING, 0);
-          continue;
-        }
-        Atomics.store(i32, SHARED.WAITING, 0);
+      let armed = false;
+      // Writes the record if it changed since the last copy: true if so.
+      const copy = () => {
+        if (timer === null || Atomics.load(i32, SHARED.MIRROR) !== 1) return false;
+        if (Atomics.load(i32, SHARED.SEQ_END) === done) return false;
         let copied = false;
         for (let tries = 0; tries < 8 && !copied; tries++) {
           const end = Atomics.load(i32, SHARED.SEQ_END);
@@ -1034,17 +1033,38 @@
           copied = Atomics.load(i32, 0) === end;
           if (copied) done = end;
         }
-        if (copied && Atomics.load(i32, SHARED.MIRROR) === 1) {
-          try {
-            fs.writeSync(fd, out, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
-          } catch (e) {
-            Atomics.store(i32, SHARED.MIRROR, 0); // the main thread tries itself
-            stop(e.code || e.message);
-            return;
-          }
+        if (!copied || Atomics.load(i32, SHARED.MIRROR) !== 1) return copied;
+        try {
+          fs.writeSync(fd, out, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
+        } catch (e) {
+          Atomics.store(i32, SHARED.MIRROR, 0); // the main thread tries itself
+          stop(e.code || e.message);
         }
-        await pause(MIRROR_MS);
-      }
+        return true;
+      };
+      const woken = () => {
+        armed = false;
+        Atomics.store(i32, SHARED.WAITING, 0);
+        copy();
+      };
+      // Sleeps until the record changes (the main thread notifies while
+      // WAITING is 1: a store it makes after this one is seen either way).
+      const arm = () => {
+        if (armed || timer === null) return;
+        Atomics.store(i32, SHARED.WAITING, 1);
+        const w = Atomics.waitAsync(i32, SHARED.SEQ_END, done);
+        if (!w.async) {
+          woken();
+          return;
+        }
+        armed = true;
+        w.value.then(woken, woken);
+      };
+      return {
+        tick() {
+          if (!armed && !copy()) arm();
+        },
+      };
     }
   }
 })();
