@@ -13,6 +13,13 @@
 //               ELU, requests and in-flight requests of that server;
 //   STOPPING=1  when that server closes (the app began to drain).
 //
+// And it keeps the worker page (CORRAL_PAGE_FD, docs/worker-protocol.md,
+// "The worker page"): the request being served, from diagnostics_channel's
+// http.server events (kept in shared memory by the main thread, copied into
+// the page by a helper thread), and the JS stack of the main thread on
+// corrald's request, which that helper (worker_threads) takes through the
+// inspector even while the main thread is stuck in a loop.
+//
 // Rules it keeps:
 // - The app comes first. Nothing here may throw into the app, keep its loop
 //   alive, install a signal handler or change what it serves. A broken
@@ -26,11 +33,64 @@
 //   the request which corrald thaws it for is not its first (see warmUp).
 // - A V8 heap-limit death cannot be reported from JavaScript (V8 aborts
 //   without running any). corrald recognises it from V8's own stderr line
-//   ("Reached heap limit") and the last heap report, which this sends.
+//   ("Reached heap limit") and the last heap report, which this sends with
+//   the heap's spaces (X_HEAP_SPACES), and finds V8's fatal-error report
+//   in the directory it gave node (--report-on-fatalerror).
 //
 // Standard library only; Node.js >= 16.
 
 (function corralNodeAgent() {
+  // The worker page's layout (common/wpage.h; docs/worker-protocol.md).
+  const PAGE = {
+    SIZE: 16384,
+    MAGIC: 0x50575243,
+    F_REQUEST: 1,
+    F_STACK: 2,
+    OFF_FEATURES: 8,
+    OFF_REQ: 64,       // the request record, 436 bytes, as one pwrite:
+    REQ_LEN: 436,      //   relative offsets below
+    R_INFLIGHT: 4,
+    R_STARTED: 8,
+    R_COUNT: 16,
+    R_METHOD_LEN: 24,
+    R_TARGET_LEN: 26,
+    R_METHOD: 32,
+    R_TARGET: 48,
+    R_SEQ_END: 432,
+    METHOD_MAX: 16,
+    TARGET_MAX: 384,
+    OFF_STACK_REQ: 512,
+    OFF_STACK_ANS: 516,
+    OFF_STACK_LEN: 520,
+    OFF_SOURCE: 528,
+    SOURCE_MAX: 32,
+    OFF_STACK: 1024,
+    STACK_MAX: 15360,
+  };
+
+  // The request record the main thread shares with the stack helper
+  // (makePage): the record's bytes, then control words (Int32 indexes).
+  const SHARED = {
+    LEN: 448,
+    SEQ_END: 108,  // the record's second sequence number (its first is index 0)
+    MIRROR: 110,   // 0: the main thread writes the page; 1: the helper mirrors; 2: nobody
+    WAITING: 111,  // 1 while the helper sleeps until the record changes
+  };
+
+  let threads = null;
+  try {
+    threads = require('node:worker_threads');
+  } catch (e) {
+    // No worker threads: no stack helper; the rest works without.
+  }
+  // --require is inherited by the app's own worker threads (execArgv): the
+  // agent is the main thread's, and only its stack helper runs elsewhere.
+  if (threads && !threads.isMainThread) {
+    const data = threads.workerData;
+    if (data && typeof data === 'object' && data.corralStackHelper === true) stackHelper(data);
+    return;
+  }
+
   const LISTEN_FD = 3;
   const MAX_MESSAGE = 4096;
   const RESOLUTION_MS = 10;
@@ -115,8 +175,8 @@
     requests: 0,
     inflight: 0,
     dropped: 0,
+    appPage: false,   // the app reads CORRAL_PAGE_FD: it keeps the page itself
   };
-  if (state.fd < 0) return; // not under corrald, or nothing to write to
 
   // Writes one message whole (one write() in the common case). A channel
   // left non-blocking by someone else may be full: drop whole messages, never
@@ -150,14 +210,18 @@
   // key): the channel's variables are left out of it, so children do not
   // inherit a channel that is not theirs either.
   function watchEnv() {
-    const own = new Set(['CORRAL_NOTIFY_FD', 'NOTIFY_SOCKET']);
+    const own = new Set(['CORRAL_NOTIFY_FD', 'NOTIFY_SOCKET', 'CORRAL_PAGE_FD']);
+    const claim = (key) => {
+      if (key === 'CORRAL_PAGE_FD') page.claimed();
+      else state.appSpeaks = true;
+    };
     const proxy = new Proxy(realEnv, {
       get(target, key, receiver) {
-        if (own.has(key)) state.appSpeaks = true;
+        if (own.has(key)) claim(key);
         return Reflect.get(target, key);
       },
       has(target, key) {
-        if (own.has(key)) state.appSpeaks = true;
+        if (own.has(key)) claim(key);
         return Reflect.has(target, key);
       },
       ownKeys(target) {
@@ -227,6 +291,7 @@
         X_LOOP_DELAY_P99_US: this.lateUs(d.percentile(99)),
         X_LOOP_DELAY_MAX_US: Math.max(this.lateUs(d.max), this.stallUs()),
         X_ELU: elu.utilization.toFixed(4),
+        X_HEAP_SPACES: heapSpaces(),
       };
       if (state.http) {
         fields.X_INFLIGHT = state.inflight;
@@ -253,7 +318,305 @@
     }
   }
 
-  const reporter = new Reporter(intervalMs());
+  // V8's heap spaces, compact: "new:used/size,old:used/size,..." in bytes,
+  // each space's name without its "_space" (10 spaces: about 300 bytes).
+  // corrald keeps the last one for the post-mortem: at a heap-limit abort
+  // it says which space filled up.
+  function heapSpaces() {
+    let out = '';
+    for (const sp of v8.getHeapSpaceStatistics()) {
+      const name = String(sp.space_name).replace(/_space$/, '');
+      out += `${out ? ',' : ''}${name}:${sp.space_used_size}/${sp.space_size}`;
+    }
+    return out;
+  }
+
+  const reporter = state.fd >= 0 ? new Reporter(intervalMs()) : null;
+
+  // The page named by CORRAL_PAGE_FD, checked (a regular file of the
+  // page's size with corrald's magic), or -1 with one line on stderr.
+  function pageFd() {
+    const raw = realEnv.CORRAL_PAGE_FD;
+    if (raw === undefined || raw === '') return -1;
+    const fd = Number(raw);
+    if (!Number.isInteger(fd) || fd < 0 || fd > 65535) {
+      warn(`CORRAL_PAGE_FD=${raw} is not a descriptor; not saying what it serves`);
+      return -1;
+    }
+    try {
+      const magic = Buffer.alloc(4);
+      if (!fs.fstatSync(fd).isFile() || fs.fstatSync(fd).size < PAGE.SIZE ||
+          fs.readSync(fd, magic, 0, 4, 0) !== 4 || magic.readUInt32LE(0) !== PAGE.MAGIC) {
+        warn(`page fd ${fd}: not a worker page; not saying what it serves`);
+        return -1;
+      }
+    } catch (e) {
+      warn(`page fd ${fd}: ${e.code || e.message}; not saying what it serves`);
+      return -1;
+    }
+    return fd;
+  }
+
+  // The worker page, the main thread's side: the request record, and the
+  // stack helper it starts.
+  //
+  // The record names the newest request started and not finished (a
+  // handler that blocks the loop blocks inside it). The requests come from
+  // diagnostics_channel: http.server.request.start (published before the
+  // server's 'request' event, so before the app's handler runs) and
+  // http.server.response.finish; a response closed without finishing (the
+  // client went away) ends at its 'close'. Both channels carry {request,
+  // response, socket, server} on Node 16 to 20, for every http and https
+  // server of the process.
+  //
+  // Node cannot map the page, and a pwrite per change costs the main
+  // thread too much: the fs.writeSync of the 436-byte record took 1.8-2.2
+  // us in a tight loop, and two per request cost an app's main thread +22
+  // us per /light request (+39 %, docs/worker-protocol.md). So the main
+  // thread writes the record into shared memory (a SharedArrayBuffer: plain
+  // stores, 0.14 us a write) and the stack helper's thread copies it into
+  // the page with one pwrite, at its 50 ms looks and at once after a look
+  // that found nothing new (it then sleeps in Atomics.waitAsync; the main
+  // thread wakes it only then). The copy is whole:
+  // the sequence number is stored first and last, and the helper copies
+  // until both ends match, so the page's own check holds. On 'exit' (an
+  // uncaught exception, process.exit) the main thread writes the record
+  // itself, and it writes every change itself while no helper mirrors.
+  //
+  // Per request on the main thread: two record fills in shared memory, a
+  // Map set and delete, one 'close' listener, two atomic loads; the list's
+  // nodes come from a free list, so nothing is allocated per request once
+  // as many were in flight.
+  function makePage(fd) {
+    // The shared record: PAGE.REQ_LEN bytes, then the control words.
+    const shared = typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object'
+      ? new SharedArrayBuffer(SHARED.LEN) : null;
+    const rec = shared ? Buffer.from(shared, 0, PAGE.REQ_LEN) : Buffer.alloc(PAGE.REQ_LEN);
+    const i32 = shared ? new Int32Array(shared) : null;
+    const live = new Map(); // ServerResponse -> its node
+    let tail = null;        // newest in flight (the record names it); .prev: older ones
+    let spare = null;       // free nodes, at most FREE_MAX
+    let spareCount = 0;
+    const FREE_MAX = 256;
+    let inflight = 0;
+    let count = 0;   // requests started: also each node's id
+    let named = -1;  // the id of the request the record names; 0: none
+    let seq = 0;
+    let helper = null;
+    let channels = null;
+    // CLOCK_MONOTONIC ns, as corrald reads it: performance.now() runs on
+    // the same clock (uv_hrtime) and allocates nothing, unlike hrtime().
+    const base = Number(process.hrtime.bigint()) - perf.performance.now() * 1e6;
+
+    function putU64(at, v) {
+      const hi = Math.floor(v / 4294967296);
+      rec.writeUInt32LE(Math.floor(v - hi * 4294967296), at);
+      rec.writeUInt32LE(hi, at + 4);
+    }
+
+    function broken(e) {
+      warn(`page fd ${fd}: ${e.code || e.message}; not saying what it serves`);
+      stop();
+    }
+
+    function pwrite() {
+      try {
+        fs.writeSync(fd, rec, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
+      } catch (e) {
+        broken(e);
+      }
+    }
+
+    // The record of the newest request in flight, into the shared copy;
+    // the helper mirrors it, else it goes out here.
+    function write() {
+      seq = (seq + 1) | 0; // the bytes of a u32 that wraps
+      if (i32) Atomics.store(i32, 0, seq);
+      else rec.writeInt32LE(seq, 0);
+      rec.writeUInt32LE(inflight, PAGE.R_INFLIGHT);
+      // The request named is often the one named last time (another one
+      // ended): its method and target are in the record already.
+      const id = tail !== null ? tail.id : 0;
+      if (id !== named) {
+        named = id;
+        let ml = 0;
+        let tl = 0;
+        if (tail !== null) {
+          putU64(PAGE.R_STARTED, tail.t);
+          ml = rec.write(tail.method, PAGE.R_METHOD, PAGE.METHOD_MAX, 'latin1');
+          tl = rec.write(tail.url, PAGE.R_TARGET, PAGE.TARGET_MAX, 'utf8');
+        } else {
+          putU64(PAGE.R_STARTED, 0);
+        }
+        rec.writeUInt16LE(ml, PAGE.R_METHOD_LEN);
+        rec.writeUInt16LE(tl, PAGE.R_TARGET_LEN);
+      }
+      putU64(PAGE.R_COUNT, count);
+      if (i32) {
+        Atomics.store(i32, SHARED.SEQ_END, seq);
+        if (Atomics.load(i32, SHARED.MIRROR) === 1) {
+          // Wakes the helper only when it sleeps, i.e. not while it is busy.
+          if (Atomics.load(i32, SHARED.WAITING) === 1) Atomics.notify(i32, SHARED.SEQ_END, 1);
+          return;
+        }
+      } else {
+        rec.writeInt32LE(seq, PAGE.R_SEQ_END);
+      }
+      pwrite();
+    }
+
+    function onStart(msg) {
+      if (fd < 0) return;
+      const res = msg.response;
+      const req = msg.request;
+      let n = spare;
+      if (n !== null) {
+        spare = n.next;
+        spareCount--;
+      } else {
+        n = { prev: null, next: null, id: 0, method: '', url: '', t: 0 };
+      }
+      n.method = typeof req.method === 'string' ? req.method : '';
+      n.url = typeof req.url === 'string' ? req.url : '';
+      n.t = base + perf.performance.now() * 1e6;
+      n.prev = tail;
+      n.next = null;
+      if (tail !== null) tail.next = n;
+      tail = n;
+      live.set(res, n);
+      inflight++;
+      n.id = ++count;
+      res.on('close', onClose);
+      write();
+    }
+
+    function end(res) {
+      const n = live.get(res);
+      if (n === undefined) return;
+      live.delete(res);
+      if (n.prev !== null) n.prev.next = n.next;
+      if (n.next !== null) n.next.prev = n.prev;
+      else tail = n.prev;
+      n.prev = null;
+      n.method = n.url = '';
+      if (spareCount < FREE_MAX) {
+        n.next = spare;
+        spare = n;
+        spareCount++;
+      } else {
+        n.next = null;
+      }
+      inflight--;
+      if (fd >= 0) write();
+    }
+
+    function onFinish(msg) {
+      end(msg.response);
+    }
+
+    function onClose() {
+      end(this);
+    }
+
+    // The last word goes out from here: the helper may be gone already.
+    function onExit() {
+      if (fd < 0 || !i32) return;
+      Atomics.store(i32, SHARED.MIRROR, 2);
+      pwrite();
+    }
+
+    function putFeatures(bits) {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(bits, 0);
+      fs.writeSync(fd, b, 0, 4, PAGE.OFF_FEATURES);
+    }
+
+    // Subscribes to the http server channels: true when it could.
+    function subscribe() {
+      let dc;
+      try {
+        dc = require('node:diagnostics_channel');
+      } catch (e) {
+        return false;
+      }
+      const pairs = [['http.server.request.start', onStart], ['http.server.response.finish', onFinish]];
+      // Channel objects are held here: on some Node versions a channel
+      // nobody references can be collected with its subscribers.
+      channels = pairs.map(([name]) => dc.channel(name));
+      for (let i = 0; i < pairs.length; i++) {
+        if (typeof dc.subscribe === 'function') dc.subscribe(pairs[i][0], pairs[i][1]);
+        else channels[i].subscribe(pairs[i][1]);
+      }
+      return true;
+    }
+
+    // The stack helper: a worker thread of the agent's own (this very
+    // file, without the app's execArgv), which never keeps the app alive.
+    // Should it end, the main thread writes the record itself again.
+    function startHelper(features) {
+      if (!threads) return;
+      try {
+        helper = new threads.Worker(__filename, {
+          workerData: { corralStackHelper: true, fd, features, shared },
+          execArgv: [],
+          env: {},
+          stdin: false,
+        });
+        helper.unref();
+        helper.on('error', (e) => warn(`stack helper failed: ${e && e.message}; stacks not answered`));
+        helper.on('exit', () => {
+          if (i32 && Atomics.load(i32, SHARED.MIRROR) === 1) Atomics.store(i32, SHARED.MIRROR, 0);
+        });
+      } catch (e) {
+        helper = null;
+        warn(`cannot start the stack helper: ${e.message}; stacks not answered`);
+      }
+    }
+
+    function start() {
+      if (fd < 0) return;
+      let features = 0;
+      write(); // none being served yet
+      if (fd < 0) return;
+      try {
+        if (subscribe()) features |= PAGE.F_REQUEST;
+        putFeatures(features);
+      } catch (e) {
+        broken(e);
+        return;
+      }
+      if (features & PAGE.F_REQUEST) process.on('exit', onExit);
+      startHelper(features);
+    }
+
+    // No more writes: the page is broken, or the app keeps it itself.
+    function stop() {
+      fd = -1;
+      if (i32) Atomics.store(i32, SHARED.MIRROR, 2);
+      if (helper) {
+        try {
+          helper.postMessage('stop');
+        } catch (e) {
+          // It is gone already.
+        }
+        helper = null;
+      }
+    }
+
+    return {
+      get fd() {
+        return fd;
+      },
+      start,
+      claimed() {
+        if (state.appPage) return;
+        state.appPage = true;
+        stop();
+      },
+    };
+  }
+
+  const page = makePage(pageFd());
 
   // A warm spare's warm-up. corrald freezes a spare on its READY=1 and
   // thaws it when it inherits a dead worker's slot; the first HTTP request
@@ -423,8 +786,16 @@
     };
   }
 
+  if (state.fd < 0 && page.fd < 0) return; // not under corrald, or nothing to write to
   try {
     watchEnv();
+    page.start();
+  } catch (e) {
+    warn(`disabled: ${e.message}`);
+    return;
+  }
+  if (state.fd < 0) return;
+  try {
     // A spare speaks at once: under --ready auto, corrald takes a worker
     // silent for 1 s as ready, and would freeze a spare whose Node start-up
     // (app modules included) takes longer, before its warm-up, and even
@@ -445,5 +816,255 @@
   } catch (e) {
     warn(`disabled: ${e.message}`);
     state.fd = -1;
+  }
+
+  // The stack helper, in a worker thread of its own: the main thread may be
+  // the one that is stuck. It looks at the page's stack-request word every
+  // POLL_MS (a pread of a memfd returns at once; Node cannot sleep on the
+  // futex corrald wakes) and answers a new request with the main thread's
+  // JavaScript stack, taken through the inspector: a session connected to
+  // the main thread posts Runtime.evaluate, which V8 runs on the main
+  // thread at its next interrupt check — inside a busy loop too (function
+  // entries and loop back-edges check) — so the expression captures the
+  // stack it interrupted. No Debugger domain: no pause, no script events,
+  // nothing a user's own DevTools session would see. A session is
+  // connected per request: one left connected makes Node print "Waiting
+  // for the debugger to disconnect..." when the app exits.
+  //
+  // What it cannot do: a main thread inside one long native call that
+  // never checks interrupts (a single huge JSON.parse, a loop whose body is
+  // only such a call) is not interrupted until the call returns; corrald
+  // then records the stack missing and kills the worker anyway. Nothing of
+  // the app is touched but Error.stackTraceLimit and Error.prepareStackTrace,
+  // set for the capture and restored at once.
+  function stackHelper(data) {
+    const POLL_MS = 50;
+    const SOURCE = 'node-inspector';
+    const FRAMES_MAX = 200;
+    const FN = 'corralNodeAgentStack';
+    // Runs on the main thread; returns [function, file, line, column] per
+    // frame, innermost first: this function's own frame and its script's
+    // come first (both without a file).
+    const EXPR = `(function ${FN}() {
+      const E = Error;
+      const limit = E.stackTraceLimit;
+      const prepare = E.prepareStackTrace;
+      try {
+        E.stackTraceLimit = ${FRAMES_MAX};
+        E.prepareStackTrace = (_, sites) => sites.map((s) => [
+          (s.isAsync && s.isAsync() ? 'async ' : '') + (s.getFunctionName() || ''),
+          s.getFileName() || '', s.getLineNumber() || 0, s.getColumnNumber() || 0]);
+        const o = {};
+        E.captureStackTrace(o);
+        return o.stack;
+      } finally {
+        E.stackTraceLimit = limit;
+        E.prepareStackTrace = prepare;
+      }
+    })()`;
+    let fs;
+    let inspector;
+    const say = (text) => {
+      try {
+        fs.writeSync(2, `corral-node-agent: ${text}\n`);
+      } catch (e) {
+        // stderr is gone too.
+      }
+    };
+    try {
+      fs = require('node:fs');
+      inspector = require('node:inspector');
+    } catch (e) {
+      say(`no inspector (${e.code || e.message}); stacks not answered`);
+      return;
+    }
+    if (typeof inspector.Session !== 'function' ||
+        typeof inspector.Session.prototype.connectToMainThread !== 'function') {
+      say('this node cannot inspect its main thread from a worker; stacks not answered');
+      return;
+    }
+    const fd = data.fd;
+    const word = Buffer.alloc(4);
+    const readRequest = () => {
+      fs.readSync(fd, word, 0, 4, PAGE.OFF_STACK_REQ);
+      return word.readUInt32LE(0);
+    };
+    let timer = null;
+    let seen;
+    const stop = (why) => {
+      if (why) say(`page fd ${fd}: ${why}; stacks not answered`);
+      if (timer) clearInterval(timer);
+      timer = null;
+      threads.parentPort.removeAllListeners('message');
+    };
+    try {
+      // The word before stacks are offered: a request made between this
+      // and the first look is still answered.
+      seen = readRequest();
+      const f = Buffer.alloc(4);
+      f.writeUInt32LE((data.features | PAGE.F_STACK) >>> 0, 0);
+      fs.writeSync(fd, f, 0, 4, PAGE.OFF_FEATURES);
+    } catch (e) {
+      stop(e.code || e.message);
+      return;
+    }
+
+    // One line per frame, "function (file:line:column)", innermost first,
+    // cut whole lines to the page's 15360 bytes.
+    const format = (frames) => {
+      let i = 0;
+      if (frames[i] && frames[i][0] === FN && !frames[i][1]) i++;
+      if (frames[i] && !frames[i][0] && !frames[i][1]) i++;
+      if (i >= frames.length) return 'idle: the main thread runs no JavaScript\n';
+      let text = '';
+      let bytes = 0;
+      for (let k = i; k < frames.length; k++) {
+        const [fn, file, line, col] = frames[k];
+        const l = `${fn || '<anonymous>'} (${file || '<anonymous>'}:${line}:${col})\n`;
+        const n = Buffer.byteLength(l);
+        if (bytes + n > PAGE.STACK_MAX - 64) {
+          text += `... ${frames.length - k} more frames\n`;
+          break;
+        }
+        text += l;
+        bytes += n;
+      }
+      return text;
+    };
+
+    const answer = (req, text) => {
+      try {
+        let b = Buffer.from(text, 'utf8');
+        if (b.length > PAGE.STACK_MAX) b = b.subarray(0, PAGE.STACK_MAX);
+        fs.writeSync(fd, b, 0, b.length, PAGE.OFF_STACK);
+        const head = Buffer.alloc(PAGE.OFF_SOURCE + PAGE.SOURCE_MAX - PAGE.OFF_STACK_LEN);
+        head.writeUInt32LE(b.length, 0);
+        head.write(SOURCE, PAGE.OFF_SOURCE - PAGE.OFF_STACK_LEN, 'latin1');
+        fs.writeSync(fd, head, 0, head.length, PAGE.OFF_STACK_LEN);
+        word.writeUInt32LE(req >>> 0, 0);
+        fs.writeSync(fd, word, 0, 4, PAGE.OFF_STACK_ANS);
+      } catch (e) {
+        stop(e.code || e.message);
+      }
+    };
+
+    let capturing = false;
+    const capture = (req) => {
+      capturing = true;
+      let session = null;
+      const done = (text) => {
+        if (!capturing) return;
+        capturing = false;
+        try {
+          if (session) session.disconnect();
+        } catch (e) {
+          // Already gone.
+        }
+        answer(req, text);
+      };
+      try {
+        session = new inspector.Session();
+        session.connectToMainThread();
+        session.post('Runtime.evaluate', { expression: EXPR, returnByValue: true, silent: true },
+          (err, r) => {
+            try {
+              if (err) done(`(no stack: ${err.message})\n`);
+              else if (r.exceptionDetails) done(`(no stack: ${r.exceptionDetails.text})\n`);
+              else done(format(Array.isArray(r.result.value) ? r.result.value : []));
+            } catch (e) {
+              done(`(no stack: ${e.message})\n`);
+            }
+          });
+      } catch (e) {
+        done(`(no stack: ${e.message})\n`);
+      }
+    };
+
+    // One capture at a time: a request made meanwhile is seen on a later
+    // look and answered by a capture of its own.
+    const look = () => {
+      if (capturing) return;
+      let req;
+      try {
+        req = readRequest();
+      } catch (e) {
+        stop(e.code || e.message);
+        return;
+      }
+      if (req === seen) return;
+      seen = req;
+      capture(req);
+    };
+    // The request record: copied into the page at each look when it
+    // changed, and at once when it changes after a quiet look (the helper
+    // then sleeps in Atomics.waitAsync, and the main thread wakes it). Each
+    // wake-up of a Node thread costs 150-250 us of CPU on the test machine
+    // (an idle node with a 50 ms setInterval: 3 ms/s), and under load it
+    // takes the main thread's core: under steady load the record is copied
+    // at the looks only, 20 a second, at most 50 ms behind.
+    const record = data.shared && typeof Atomics.waitAsync === 'function' &&
+      (data.features & PAGE.F_REQUEST) ? mirror(data.shared) : null;
+    timer = setInterval(() => {
+      look();
+      if (record) record.tick();
+    }, POLL_MS);
+    threads.parentPort.on('message', (m) => {
+      if (m === 'stop') stop('');
+    });
+    if (record) record.tick();
+
+    // Copies the main thread's request record into the page (makePage),
+    // whole: its sequence numbers match at both ends.
+    function mirror(shared) {
+      const i32 = new Int32Array(shared);
+      const src = Buffer.from(shared, 0, PAGE.REQ_LEN);
+      const out = Buffer.alloc(PAGE.REQ_LEN);
+      if (Atomics.compareExchange(i32, SHARED.MIRROR, 0, 1) !== 0) return null;
+      let done = -1; // the sequence number last written; none yet
+      let armed = false;
+      // Writes the record if it changed since the last copy: true if so.
+      const copy = () => {
+        if (timer === null || Atomics.load(i32, SHARED.MIRROR) !== 1) return false;
+        if (Atomics.load(i32, SHARED.SEQ_END) === done) return false;
+        let copied = false;
+        for (let tries = 0; tries < 8 && !copied; tries++) {
+          const end = Atomics.load(i32, SHARED.SEQ_END);
+          src.copy(out);
+          copied = Atomics.load(i32, 0) === end;
+          if (copied) done = end;
+        }
+        if (!copied || Atomics.load(i32, SHARED.MIRROR) !== 1) return copied;
+        try {
+          fs.writeSync(fd, out, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
+        } catch (e) {
+          Atomics.store(i32, SHARED.MIRROR, 0); // the main thread tries itself
+          stop(e.code || e.message);
+        }
+        return true;
+      };
+      const woken = () => {
+        armed = false;
+        Atomics.store(i32, SHARED.WAITING, 0);
+        copy();
+      };
+      // Sleeps until the record changes (the main thread notifies while
+      // WAITING is 1: a store it makes after this one is seen either way).
+      const arm = () => {
+        if (armed || timer === null) return;
+        Atomics.store(i32, SHARED.WAITING, 1);
+        const w = Atomics.waitAsync(i32, SHARED.SEQ_END, done);
+        if (!w.async) {
+          woken();
+          return;
+        }
+        armed = true;
+        w.value.then(woken, woken);
+      };
+      return {
+        tick() {
+          if (!armed && !copy()) arm();
+        },
+      };
+    }
   }
 })();

@@ -10,6 +10,11 @@
 /* Longest STATUS= and X_FATAL= values a receiver keeps (NUL included). */
 #define CR_NOTIFY_STATUS_MAX 256
 #define CR_NOTIFY_FATAL_MAX  32
+/* X_HEAP_SPACES: at most this many spaces, each name at most this long
+ * (NUL included); V8 has 9 to 11 spaces, named up to 25 bytes
+ * ("shared_large_object_space", sent without its "_space"). */
+#define CR_NOTIFY_SPACES_MAX 16
+#define CR_NOTIFY_SPACE_NAME_MAX 24
 
 /* systemd's own keys. */
 #define CR_NK_READY    "READY"
@@ -31,6 +36,9 @@
 #define CR_NK_INFLIGHT   "X_INFLIGHT"
 #define CR_NK_REQUESTS   "X_REQUESTS"
 #define CR_NK_POOL_QUEUE "X_POOL_QUEUE"
+/* The managed heap's spaces, "name:used/size,..." in bytes (V8's
+ * getHeapSpaceStatistics(), names without "_space"). */
+#define CR_NK_HEAP_SPACES "X_HEAP_SPACES"
 
 /* The X_FATAL value a worker sends just before a heap-limit abort. */
 #define CR_NOTIFY_FATAL_HEAP_LIMIT "heap-limit"

@@ -14,6 +14,7 @@
 #include "cgworker.h"
 #include "clock.h"
 #include "cr_config.h"
+#include "diag.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
@@ -332,6 +333,9 @@ int cr_supervisor_open(struct cr_supervisor *sup)
         return r;
     }
     cr_freeze_setup(&sup->freezing, sup->cgtree.on, sup->cfg.spares);
+    if ((r = cr_diag_new(&sup->host.diag, &sup->cfg, sup->cfg.instance, sup->spawner.set_ids,
+                         sup->spawner.uid, sup->spawner.gid)) < 0)
+        return r;
     return 0;
 }
 
@@ -369,6 +373,7 @@ int cr_supervisor_spawn_all(struct cr_supervisor *sup)
 void cr_supervisor_done(struct cr_supervisor *sup)
 {
     cr_freeze_teardown(&sup->freezing);
+    sup->host.diag = cr_diag_free(sup->host.diag);
     cr_cgtree_done(&sup->cgtree);
     cr_notify_rx_close(&sup->notify);
     cr_listen_close(&sup->listener);

@@ -18,6 +18,7 @@
 #include "cgprep.h"
 #include "cgworker.h"
 #include "clock.h"
+#include "diag.h"
 #include "freeze.h"
 #include "history.h"
 #include "internal.h"
@@ -135,6 +136,7 @@ static void worker_remove(struct cr_worker *w)
         cr_worker_retire(w);
     cr_mem_free(&w->g.mem);
     cr_page_release(&w->g);
+    cr_diag_release(sup->host.diag, &w->g, false); /* its death released it already */
     cr_cg_prep_drop(&w->g);
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
@@ -540,6 +542,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     cr_worker_clear_deadline(w);
     hand_over(w, now, false);
     record_death(w, now);
+    cr_diag_release(sup->host.diag, &w->g, true); /* node's reports: kept if any */
     cr_freeze_release(&w->g);
     cr_cgworker_release(&w->g);
     w->g.pid = 0;

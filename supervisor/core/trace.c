@@ -6,8 +6,8 @@
  * worker through its page (generation/page.h) and the worker waits in
  * `tracing` under its one deadline, the --stack-timeout budget. A worker
  * answers from another thread than its stuck one: the reference worker's
- * and the Python helper's sleep on the page's futex and wake at once (the
- * Node agent keeps no page yet). A timer looks at the pages of the workers being
+ * wakes on the page's futex at once; the Node agent's and the Python
+ * helper's poll the page. A timer looks at the pages of the workers being
  * traced every TRACE_POLL_MS: the STACK event when one answered, the kill
  * in any case (the stack is recorded missing when the budget ran out).
  * Nothing runs while nobody is traced. */

@@ -341,6 +341,34 @@ static void print_evidence(FILE *f, const struct ctl_why_opts *o, const cJSON *p
                  fig(pm, "external_bytes", b, sizeof(b)));
     field(f, o, "memory", buf);
 
+    /* The heap's spaces in the last report, the fullest first (at most
+     * five: a heap-limit abort is about the one that filled up). */
+    const cJSON *spaces = get(pm, "heap_spaces");
+    if (cJSON_IsObject(spaces) && spaces->child) {
+        const cJSON *shown[5] = {0};
+        const cJSON *s;
+        cJSON_ArrayForEach(s, spaces)
+        {
+            const cJSON *c = ctl_num(s, "used_bytes") > 0 ? s : NULL; /* an empty one says nothing */
+            for (size_t i = 0; i < 5 && c; i++)
+                if (!shown[i] || ctl_num(c, "used_bytes") > ctl_num(shown[i], "used_bytes")) {
+                    const cJSON *t = shown[i];
+                    shown[i] = c;
+                    c = t;
+                }
+        }
+        n = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < 5 && shown[i] && n < (int)sizeof(buf); i++) {
+            bytes(ctl_num(shown[i], "used_bytes"), a, sizeof(a));
+            bytes(ctl_num(shown[i], "size_bytes"), b, sizeof(b));
+            n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%s %s of %s", i ? ", " : "",
+                          shown[i]->string, a, b);
+        }
+        if (shown[0])
+            field(f, o, "heap spaces", buf);
+    }
+
     if (ctl_known(pm, "loop_delay_max_us")) {
         ctl_fmt_us(ctl_num(pm, "loop_delay_max_us"), a, sizeof(a));
         snprintf(buf, sizeof(buf), "max %s in its last report", a);
@@ -439,7 +467,7 @@ static void print_context(FILE *f, const struct ctl_why_opts *o, const cJSON *pm
         any = true;
     }
     if (!any)
-        field(f, o, "reports", "not recorded");
+        field(f, o, "reports", rep ? "none written" : "not recorded");
 }
 
 static void print_stderr(FILE *f, const struct ctl_why_opts *o, const cJSON *pm)

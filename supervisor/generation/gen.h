@@ -23,6 +23,7 @@
 
 #include "cr_cgroup.h"
 #include "death.h"
+#include "diag.h"
 #include "memread.h"
 #include "report.h"
 #include "wpage.h"
@@ -41,6 +42,7 @@ struct cr_proc;
 struct cr_gen;
 struct cr_notify_msg;
 struct cr_page;
+struct cr_diag;
 
 /* A warm spare serves no slot: its id is 0 until a promotion gives it one. */
 #define CR_SPARE_ID 0
@@ -71,6 +73,7 @@ struct cr_gen_host {
     struct cr_reaper *reaper;
     struct cr_notify_rx *notify;
     struct cr_freezing *freezing;
+    struct cr_diag *diag; /* node's report directories; NULL: none */
     const struct cr_gen_sink *sink;
 };
 
@@ -130,6 +133,10 @@ struct cr_gen {
      * --no-worker-page. */
     struct cr_page *page;
     struct cr_gen_stack stack;
+    /* The directory node writes its fatal-error report (and heap snapshot)
+     * into (diag.c, from the spawn until the death's post-mortem read it);
+     * "" = none. */
+    char diag_dir[CR_DIAG_PATH_MAX];
     struct cr_gen_cg cg;
     struct cr_report report; /* the worker's own reports (report.c) */
     struct cr_mem mem;       /* corrald's memory readings (memread.c) */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "notify.h"
 #include "notify_socket.h"
+#include "pathperm.h"
 #include "reaper.h"
 #include "uvclose.h"
 
@@ -146,36 +147,6 @@ static const char *base_dir(void)
     return "/tmp";
 }
 
-/* Whether uid/gid (no supplementary groups: a worker has none) may search
- * every directory above path; else the first that stops it, in *bad. */
-static bool reachable(const char *path, uid_t uid, gid_t gid, char *bad, size_t size,
-                      struct stat *bad_st)
-{
-    char dir[PATH_MAX];
-    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
-        return true; /* not ours to judge */
-    for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
-        if (slash == dir)
-            slash[1] = '\0';
-        else
-            *slash = '\0';
-        struct stat st;
-        if (stat(dir, &st) == 0) {
-            bool ok = uid == 0 || (st.st_uid == uid ? (st.st_mode & S_IXUSR)
-                                   : st.st_gid == gid ? (st.st_mode & S_IXGRP)
-                                                      : (st.st_mode & S_IXOTH));
-            if (!ok) {
-                snprintf(bad, size, "%s", dir);
-                *bad_st = st;
-                return false;
-            }
-        }
-        if (slash == dir)
-            break;
-    }
-    return true;
-}
-
 int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper *reaper,
                       const struct cr_gen_sink *sink, const struct cr_notify_rx_opts *o)
 {
@@ -212,7 +183,7 @@ int cr_notify_rx_open(struct cr_notify_rx *rx, uv_loop_t *loop, struct cr_reaper
      * heartbeat and heap report lost. Say so, once, at start. */
     char bad[PATH_MAX];
     struct stat bad_st;
-    if (r >= 0 && o->chown && !reachable(dir, o->uid, o->gid, bad, sizeof(bad), &bad_st))
+    if (r >= 0 && o->chown && !cr_path_reachable(dir, o->uid, o->gid, bad, sizeof(bad), &bad_st))
         cr_log(CR_LOG_WARNING,
                "workers (uid %u gid %u) cannot reach the notify socket %s: %s is mode %04o, "
                "owner %u:%u; their READY=1, heartbeats and heap reports will not arrive (let "

@@ -9,6 +9,7 @@
 #include "cgworker.h"
 #include "clock.h"
 #include "death.h"
+#include "diag.h"
 #include "gen.h"
 #include "history.h"
 #include "page.h"
@@ -31,6 +32,10 @@ static void fill(struct cr_postmortem *pm, const struct cr_gen *g)
     pm->loop_unknown = !(last->present & CR_NF_DELAY_MAX);
     pm->external = last->external;
     pm->loop_delay_max_us = last->delay_max_us;
+    if (last->present & CR_NF_HEAP_SPACES) {
+        pm->heap_spaces_len = last->nspaces;
+        memcpy(pm->heap_spaces, last->spaces, last->nspaces * sizeof(last->spaces[0]));
+    }
 }
 
 /* The request it was serving, from its page (readable after the death:
@@ -107,6 +112,7 @@ struct cr_postmortem *cr_worker_postmortem(struct cr_gen *g, uint64_t now_ms)
     cr_postmortem_set_death(pm, &res);
     cr_postmortem_set_stderr(pm, tail, tail_len);
     fill_traces(pm, g, tail, tail_len);
+    cr_diag_collect(g->host->diag, g, pm);
     /* The ring is this generation's until the next spawn resets it. */
     cr_postmortem_set_series(pm, g->mem.samples, now_ms);
     cr_postmortem_set_verdict(pm, g->mem.verdict, g->mem.verdict_at, g->mem.verdict_text, now_ms);

@@ -18,6 +18,7 @@
 #include "cgworker.h"
 #include "clock.h"
 #include "config.h"
+#include "diag.h"
 #include "freeze.h"
 #include "gen.h"
 #include "listen.h"
@@ -199,10 +200,42 @@ static int build_env(const struct cr_gen *g, uint64_t heap_limit, const char *fd
 /* V8's heap limit is old space plus the young generation's reserve (48 MB
  * on 64-bit Node 20: --max-old-space-size=64 reports a 112 MB limit), so the
  * old space gets the derived heap limit minus that reserve. */
+#define NODE_YOUNG_MB 48
 static uint64_t node_old_space_mb(uint64_t heap_limit)
 {
     uint64_t mb = heap_limit >> 20;
-    return mb > 96 ? mb - 48 : (mb / 2 ? mb / 2 : 1);
+    return mb > 2 * NODE_YOUNG_MB ? mb - NODE_YOUNG_MB : (mb / 2 ? mb / 2 : 1);
+}
+
+/* With --heap-snapshot: the old space whose heap snapshot, written near
+ * the heap limit, fits in the worker's memory share (bytes). Writing one
+ * costs the process far more than the heap, in proportion to its number of
+ * objects: measured with a leak of small objects ({id, name, tags: [i]})
+ * under a memory cgroup, old space 32/64/128 MB gave a peak RSS of
+ * 535/895/1668 MB on Node 20 (11.8 per MB of old space, plus 157 MB) and
+ * 32/64 MB gave 732/1252 MB on Node 18 (16.3 per MB, plus 212 MB); a heap
+ * of a few large arrays needed no more than without the snapshot. The
+ * snapshot file (2.5-3 times the old space) is charged to the group as
+ * page cache too, which the kernel can reclaim. So the old space is
+ * (share - 256 MiB) / 16, and no less than 16 MB: below a 512 MiB share a
+ * snapshot of a heap of small objects does not fit (said once). */
+#define SNAPSHOT_BASE_MB 256
+#define SNAPSHOT_PER_MB 16
+#define SNAPSHOT_MIN_OLD_MB 16
+static uint64_t snapshot_old_space_mb(uint64_t share)
+{
+    static bool warned; /* corrald's one warning about it */
+    uint64_t mb = share >> 20;
+    uint64_t old = mb > SNAPSHOT_BASE_MB ? (mb - SNAPSHOT_BASE_MB) / SNAPSHOT_PER_MB : 0;
+    if (old < SNAPSHOT_MIN_OLD_MB && !warned) {
+        warned = true;
+        cr_log(CR_LOG_WARNING,
+               "--heap-snapshot: a worker's memory (%llu MiB) leaves a %d MB heap, and a snapshot "
+               "of a heap of small objects may still not fit (it needs about %d times the heap "
+               "plus %d MiB): the kernel may kill the worker while it writes it",
+               (unsigned long long)mb, SNAPSHOT_MIN_OLD_MB, SNAPSHOT_PER_MB, SNAPSHOT_BASE_MB);
+    }
+    return old < SNAPSHOT_MIN_OLD_MB ? SNAPSHOT_MIN_OLD_MB : old;
 }
 
 static int build_argv(struct cr_gen *g, uint64_t heap_limit, struct strv *argv)
@@ -213,11 +246,26 @@ static int build_argv(struct cr_gen *g, uint64_t heap_limit, struct strv *argv)
         return strv_add(argv, strdup(cr_spawner_worker_path(g->host->spawner)));
     r = strv_add(argv, strdup(c->argv[0]));
     char *agent = NULL;
-    if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent)
+    if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent) {
         r = strv_add(argv, agent);
+        /* V8's report at a fatal error (a heap-limit abort: the heap's
+         * spaces, no JS stack, node's own "No stack."), into a directory
+         * that exists (node makes none, and then writes nothing). */
+        const char *dir = r == 0 ? cr_diag_prepare(g->host->diag, g) : NULL;
+        if (dir) {
+            r = strv_add(argv, strdup("--report-on-fatalerror"));
+            r = r ?: strv_add(argv, fmt("--report-directory=%s", dir));
+            r = r ?: strv_add(argv, strdup("--report-filename=report.json"));
+            if (c->heap_snapshot) {
+                r = r ?: strv_add(argv, strdup("--heapsnapshot-near-heap-limit=1"));
+                r = r ?: strv_add(argv, fmt("--diagnostic-dir=%s", dir));
+            }
+        }
+    }
     if (r == 0 && c->node_heap && heap_limit && is_node(c->argv[0])) {
-        r = strv_add(argv, fmt("--max-old-space-size=%llu",
-                               (unsigned long long)node_old_space_mb(heap_limit)));
+        uint64_t old = c->heap_snapshot ? (heap_limit >> 20) - NODE_YOUNG_MB
+                                        : node_old_space_mb(heap_limit);
+        r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)old));
         g->heap_limit_given = heap_limit; /* shown while the worker reports none */
     }
     for (size_t i = 1; r == 0 && i < c->argc; i++)
@@ -291,6 +339,11 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
 
     begin(g, generation);
     uint64_t heap_limit = cr_cgtree_heap_limit(h->cgtree, c, workers);
+    /* The heap a snapshot leaves room for: old space and young reserve. */
+    if (heap_limit && c->heap_snapshot && c->argc && is_node(c->argv[0]))
+        heap_limit = (snapshot_old_space_mb(cr_cgtree_memory_share(h->cgtree, c, workers)) +
+                      NODE_YOUNG_MB)
+                     << 20;
     const struct cr_listener *l = h->listener;
     if (c->balance == CR_BALANCE_REUSEPORT && !l->from_systemd) {
         if ((r = cr_listen_bind(l->addr, true, true, &own)) < 0)
@@ -375,6 +428,8 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
         kill(res.pid, SIGKILL);
     }
 out:
+    if (r < 0) /* no process: nothing will be written there */
+        cr_diag_release(h->diag, g, false);
     if (procs_fd >= 0)
         close(procs_fd);
     if (page_fd >= 0)

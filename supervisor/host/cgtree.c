@@ -489,12 +489,18 @@ uint64_t cr_cgtree_enclosing_limit(const struct cr_cgtree *t, const char **ret_g
     return best;
 }
 
-uint64_t cr_cgtree_heap_limit(const struct cr_cgtree *t, const struct cr_config *c,
-                              unsigned workers)
+uint64_t cr_cgtree_memory_share(const struct cr_cgtree *t, const struct cr_config *c,
+                                unsigned workers)
 {
     uint64_t enc = cr_cgtree_enclosing_limit(t, NULL, NULL);
     uint64_t share = enc / (workers ? workers : 1);
-    uint64_t lim = c->memory_max && (!share || c->memory_max < share) ? c->memory_max : share;
+    return c->memory_max && (!share || c->memory_max < share) ? c->memory_max : share;
+}
+
+uint64_t cr_cgtree_heap_limit(const struct cr_cgtree *t, const struct cr_config *c,
+                              unsigned workers)
+{
+    uint64_t lim = cr_cgtree_memory_share(t, c, workers);
     return lim - lim / 100 * c->heap_headroom_pct;
 }
 

@@ -53,8 +53,12 @@ char *cr_cgtree_worker_rel(const struct cr_cgtree *t, const char *name);
 /* --no-cgroups with readable counters: corrald's own group, which the
  * workers share; else NULL. */
 struct cr_cgroup *cr_cgtree_shared(const struct cr_cgtree *t);
-/* The heap limit handed to workers: the tightest of the per-worker limit
- * and the tightest enclosing limit shared among `workers`, minus the
+/* The memory a worker may use: the tightest of the per-worker limit and
+ * the tightest enclosing limit shared among `workers`; 0 when no limit
+ * applies. */
+uint64_t cr_cgtree_memory_share(const struct cr_cgtree *t, const struct cr_config *c,
+                                unsigned workers);
+/* The heap limit handed to workers: their memory share minus the
  * headroom; 0 when no limit applies. */
 uint64_t cr_cgtree_heap_limit(const struct cr_cgtree *t, const struct cr_config *c,
                               unsigned workers);

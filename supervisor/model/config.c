@@ -647,6 +647,11 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
                     "spare's own socket would be handed connections it cannot accept");
     if (cfg->backoff_max_ms < cfg->backoff_initial_ms)
         return fail(err, errlen, "--backoff-max must be at least --backoff-initial");
+    /* A generation's directory and node's file names below it fit in the
+     * post-mortem's paths (generation/diag.h). */
+    if (cfg->diag_dir && (!cfg->diag_dir[0] || strlen(cfg->diag_dir) > CR_CONFIG_DIAG_DIR_MAX))
+        return fail(err, errlen, "--diag-dir: give a path of 1 to %d bytes, or none",
+                    CR_CONFIG_DIAG_DIR_MAX);
     if (cfg->instance && !instance_valid(cfg->instance))
         return fail(err, errlen, "--instance '%s': use 1 to 64 letters, digits, '-' or '_'",
                     cfg->instance);

@@ -34,6 +34,10 @@ enum cr_ready_mode {
  * the shared accept queue. */
 #define CR_READY_AUTO_GRACE_MS 1000
 
+/* --diag-dir's longest path: with a 64-byte instance and a generation's
+ * name below it, node's files fit in a post-mortem's 384-byte paths. */
+#define CR_CONFIG_DIAG_DIR_MAX 200
+
 struct cr_config {
     unsigned workers;          /* 0 = uv_available_parallelism(); with a range: the target now */
     unsigned workers_min;      /* --workers MIN..MAX: corrald decides N within (scaler.c); */
@@ -82,6 +86,8 @@ struct cr_config {
     unsigned heap_headroom_pct;
     bool node_heap;
     bool node_agent;           /* preload the Node.js agent (node_agent.h) */
+    char *diag_dir;            /* node's reports and snapshots (diag.h); NULL = default, "none" = off */
+    bool heap_snapshot;        /* node: a heap snapshot near the heap limit, its limit lowered to fit */
     char *cgroup_parent;
     char *instance;            /* owns <parent>/workers/<instance>; NULL = from the control path */
     bool no_cgroups;

@@ -337,6 +337,20 @@ const struct cr_opt cr_options[] = {
      .note = "with --node-heap when the agent is installed",
      .help = "preload corral-node-agent.js into a node worker: READY and reports from an "
              "unmodified app"},
+    {.name = "diag-dir",
+     .type = OPT_STR,
+     .offset = OFF(diag_dir),
+     .arg = "PATH",
+     .note = "$STATE_DIRECTORY/diag, else $RUNTIME_DIRECTORY/diag, else ./corral-diag",
+     .help = "where node workers with the agent leave V8's fatal-error report (and --heap-snapshot's "
+             "snapshot), a directory per generation, the last one of each slot's deaths kept; "
+             "\"none\": no reports"},
+    {.name = "heap-snapshot",
+     .type = OPT_BOOL,
+     .offset = OFF(heap_snapshot),
+     .help = "node workers with the agent write a heap snapshot as their heap nears its limit, "
+             "into --diag-dir; with --node-heap their heap limit is lowered so that writing it "
+             "fits under --memory-max"},
     {.name = "cgroup-parent",
      .type = OPT_STR,
      .offset = OFF(cgroup_parent),

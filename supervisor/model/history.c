@@ -301,6 +301,43 @@ static bool add_stack(cJSON *o, const struct cr_postmortem *pm)
     return ok;
 }
 
+/* {"<space>": {"used_bytes", "size_bytes"}, ...}, or null: none reported. */
+static bool add_heap_spaces(cJSON *o, const struct cr_postmortem *pm)
+{
+    if (!pm->heap_spaces_len)
+        return cJSON_AddNullToObject(o, "heap_spaces") != NULL;
+    cJSON *h = cJSON_AddObjectToObject(o, "heap_spaces");
+    for (unsigned i = 0; h && i < pm->heap_spaces_len && i < CR_NOTIFY_SPACES_MAX; i++) {
+        const struct cr_heap_space *s = &pm->heap_spaces[i];
+        cJSON *e = cJSON_AddObjectToObject(h, s->name);
+        if (!e || !add_num(e, "used_bytes", (double)s->used) ||
+            !add_num(e, "size_bytes", (double)s->size))
+            return false;
+    }
+    return h != NULL;
+}
+
+/* A path, or null for "". */
+static bool add_path(cJSON *o, const char *key, const char *path)
+{
+    if (!*path)
+        return cJSON_AddNullToObject(o, key) != NULL;
+    return cJSON_AddStringToObject(o, key, path) != NULL;
+}
+
+static bool add_reports(cJSON *o, const struct cr_postmortem *pm)
+{
+    const struct cr_postmortem_reports *r = &pm->reports;
+    if (!r->known)
+        return cJSON_AddNullToObject(o, "reports") != NULL;
+    cJSON *x = cJSON_AddObjectToObject(o, "reports");
+    bool whole = r->heap_snapshot[0] && r->snapshot_whole;
+    return x && add_path(x, "fatal_error_report", r->fatal_error_report) &&
+           add_path(x, "heap_snapshot", whole ? r->heap_snapshot : "") &&
+           (whole || !r->heap_snapshot[0] ||
+            cJSON_AddStringToObject(x, "heap_snapshot_incomplete", r->heap_snapshot));
+}
+
 /* A series figure in bytes, or null. */
 static bool add_kib(cJSON *o, const char *k, uint32_t kib)
 {
@@ -352,7 +389,8 @@ cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm)
          add_num(o, "start_ms", (double)pm->start_ms) &&
          add_num(o, "end_ms", (double)pm->end_ms) &&
          add_num(o, "uptime_ms", (double)pm->uptime_ms) && add_status(o, pm) &&
-         add_memory(o, pm) && add_verdict(o, pm) && add_series(o, pm) && add_stack(o, pm);
+         add_memory(o, pm) && add_heap_spaces(o, pm) && add_verdict(o, pm) &&
+         add_series(o, pm) && add_stack(o, pm) && add_reports(o, pm);
     cJSON *req = ok ? cr_request_seen_to_json(&pm->request) : NULL;
     ok = req && cJSON_AddItemToObject(o, "request", req);
     if (req && !ok)

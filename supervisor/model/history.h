@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "death.h"
+#include "notify.h"
 #include "trend.h"
 #include "wpage.h"
 
@@ -47,6 +48,16 @@ void cr_request_seen_text(const struct cr_request_seen *r, char *buf, size_t siz
 /* {"method","path","age_ms","inflight"} (method, path and age null when
  * none is served), or a JSON null when unknown. NULL when out of memory. */
 cJSON *cr_request_seen_to_json(const struct cr_request_seen *r);
+
+/* Files a node worker's runtime left for its death, in the directory
+ * corrald gave it (generation/diag.h): absolute paths, "" for none. */
+#define CR_POSTMORTEM_PATH_MAX 384
+struct cr_postmortem_reports {
+    bool known;                                      /* the generation had a directory for them */
+    char fatal_error_report[CR_POSTMORTEM_PATH_MAX]; /* V8's report at a fatal error */
+    char heap_snapshot[CR_POSTMORTEM_PATH_MAX];      /* --heapsnapshot-near-heap-limit */
+    bool snapshot_whole; /* the snapshot ends as a whole one does (not cut by the death) */
+};
 
 /* The most of a stack a post-mortem keeps (a worker page holds twice that;
  * the ring keeps CR_HISTORY_DEFAULT_CAPACITY records). */
@@ -122,6 +133,10 @@ struct cr_postmortem {
     uint64_t heap_limit;
     uint64_t external;
     uint64_t loop_delay_max_us;
+    /* The heap's spaces in its last report (X_HEAP_SPACES); 0: none. */
+    unsigned heap_spaces_len;
+    struct cr_heap_space heap_spaces[CR_NOTIFY_SPACES_MAX];
+    struct cr_postmortem_reports reports;
 
     /* The request being served when it died (or when corrald killed it). */
     struct cr_request_seen request;
@@ -175,7 +190,11 @@ void cr_postmortem_set_verdict(struct cr_postmortem *pm, enum cr_trend_verdict v
  * {"t_ms", "rss_bytes", "heap_used_bytes", "external_bytes",
  * "cg_usage_bytes"}, oldest first, an unknown figure null; beside it
  * memory_verdict, memory_verdict_since_ms (null: never reached) and
- * memory_verdict_detail. */
+ * memory_verdict_detail. heap_spaces is {"<space>": {"used_bytes",
+ * "size_bytes"}, ...} in the worker's order, or null; reports is
+ * {"fatal_error_report", "heap_snapshot"} (each a path or null, and
+ * "heap_snapshot_incomplete": a path, for a snapshot the death cut short),
+ * or null for a worker given no directory for them. */
 cJSON *cr_postmortem_to_json(const struct cr_postmortem *pm);
 
 /* One logfmt line (no newline) into buf: key=value pairs, values with
@@ -190,11 +209,12 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
 /* ---- the ring ---- */
 
 /* A record is a fixed size, so that the ring is one allocation made at
- * start-up and never grows: sizeof(struct cr_postmortem) is 15,024 bytes
+ * start-up and never grows: sizeof(struct cr_postmortem) is 16,448 bytes
  * (the 8 KiB stack, the 4 KiB stderr tail, the 400-byte request, the
- * 384-byte reason, 1,208 bytes of memory series, the trend's 256-byte
- * detail, the figures); the default 256 records cost 3.67 MiB, the
- * maximum 65536 records 938 MiB. test_history.c prints the figure and
+ * 384-byte reason, 1,208 bytes of memory series, two 384-byte report
+ * paths, 640 bytes of heap spaces, the trend's 256-byte detail, the
+ * figures); the default 256 records cost 4.02 MiB, the maximum 65536
+ * records 1.0 GiB. test_history.c prints the figure and
  * bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256
 #define CR_HISTORY_MAX_CAPACITY 65536

@@ -60,6 +60,47 @@ static const struct u64_key u64_keys[] = {
     U(CR_NK_POOL_QUEUE, CR_NF_POOL_QUEUE, pool_queue),
 };
 
+/* "name:used/size,..." — every entry well formed, names [a-z0-9_], at most
+ * CR_NOTIFY_SPACES_MAX of them — into m; false (m untouched) otherwise. */
+static bool parse_spaces(const char *v, size_t n, struct cr_notify_msg *m)
+{
+    struct cr_heap_space sp[CR_NOTIFY_SPACES_MAX];
+    unsigned count = 0;
+    size_t i = 0;
+    while (i < n) {
+        if (count == CR_NOTIFY_SPACES_MAX)
+            return false;
+        size_t e = i;
+        while (e < n && v[e] != ',')
+            e++;
+        const char *colon = memchr(v + i, ':', e - i);
+        const char *slash = colon ? memchr(colon, '/', (size_t)(v + e - colon)) : NULL;
+        size_t nl = colon ? (size_t)(colon - (v + i)) : 0;
+        if (!slash || nl == 0 || nl >= sizeof(sp[0].name))
+            return false;
+        for (size_t k = 0; k < nl; k++) {
+            char c = v[i + k];
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+                return false;
+        }
+        struct cr_heap_space *s = &sp[count];
+        memcpy(s->name, v + i, nl);
+        s->name[nl] = '\0';
+        if (!parse_u64(colon + 1, (size_t)(slash - colon - 1), &s->used) ||
+            !parse_u64(slash + 1, (size_t)(v + e - slash - 1), &s->size))
+            return false;
+        count++;
+        i = e + 1;
+        if (e < n && i == n)
+            return false; /* a trailing comma */
+    }
+    if (!count)
+        return false;
+    memcpy(m->spaces, sp, count * sizeof(sp[0]));
+    m->nspaces = count;
+    return true;
+}
+
 static void copy_str(char *dst, size_t cap, const char *v, size_t n)
 {
     if (n >= cap)
@@ -99,6 +140,13 @@ static void parse_line(const char *k, size_t kn, const char *v, size_t vn,
     if (key_is(k, kn, CR_NK_FATAL)) {
         copy_str(m->fatal, sizeof(m->fatal), v, vn);
         m->present |= CR_NF_FATAL;
+        return;
+    }
+    if (key_is(k, kn, CR_NK_HEAP_SPACES)) {
+        if (parse_spaces(v, vn, m))
+            m->present |= CR_NF_HEAP_SPACES;
+        else
+            (*bad)++;
         return;
     }
     if (key_is(k, kn, CR_NK_ELU)) {

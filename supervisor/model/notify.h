@@ -32,6 +32,13 @@ enum cr_notify_field {
     CR_NF_INFLIGHT = 1u << 14,
     CR_NF_REQUESTS = 1u << 15,
     CR_NF_POOL_QUEUE = 1u << 16,
+    CR_NF_HEAP_SPACES = 1u << 17,
+};
+
+/* One space of the managed heap (X_HEAP_SPACES). */
+struct cr_heap_space {
+    char name[CR_NOTIFY_SPACE_NAME_MAX];
+    uint64_t used, size; /* bytes */
 };
 
 struct cr_notify_msg {
@@ -42,6 +49,8 @@ struct cr_notify_msg {
     uint64_t delay_p50_us, delay_p99_us, delay_max_us;
     uint64_t inflight, requests, pool_queue;
     double elu;
+    unsigned nspaces; /* X_HEAP_SPACES: spaces[0..nspaces) */
+    struct cr_heap_space spaces[CR_NOTIFY_SPACES_MAX];
 };
 
 /* Parses one message. Unknown keys are ignored (forward compatible); a

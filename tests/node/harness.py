@@ -4,11 +4,13 @@ and read its protocol messages. Built on the shared harness
 (tests/lib/corraltest.py); Python 3 standard library only."""
 
 import http.client
+import mmap
 import os
 import resource
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -44,7 +46,7 @@ class Worker:
     """One server.js process with the fds and environment corrald gives it."""
 
     def __init__(self, node, script, node_args=(), env=None, notify=True,
-                 worker_id="7", interval_ms=100):
+                 worker_id="7", interval_ms=100, page=False):
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.bind(("127.0.0.1", 0))
         self.lsock.listen(128)
@@ -68,11 +70,22 @@ class Worker:
             hi.append(fcntl_dup_high(theirs.fileno()))
             theirs.close()
             full_env["CORRAL_NOTIFY_FD"] = "4"
+        self.page = None
+        if page:
+            # A worker page as corrald makes it (common/wpage.h): fd 5.
+            pfd = os.memfd_create("corral-page", os.MFD_CLOEXEC)
+            os.ftruncate(pfd, Page.SIZE)
+            self.page = Page(mmap.mmap(pfd, Page.SIZE))
+            hi.append(fcntl_dup_high(pfd))
+            os.close(pfd)
+            full_env["CORRAL_PAGE_FD"] = "5"
         full_env.update(env or {})
         errfd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         actions = [(os.POSIX_SPAWN_DUP2, errfd, 2), (os.POSIX_SPAWN_DUP2, hi[0], 3)]
         if notify:
             actions.append((os.POSIX_SPAWN_DUP2, hi[1], 4))
+        if page:
+            actions.append((os.POSIX_SPAWN_DUP2, hi[-1], 5))
         argv = [node, *node_args, script]
         self.pid = os.posix_spawn(node, argv, full_env, file_actions=actions)
         for fd in hi + [errfd]:
@@ -160,6 +173,53 @@ class Worker:
             self.wait_exit(5)
         if os.path.exists(self.stderr_path):
             os.unlink(self.stderr_path)
+
+
+class Page:
+    """corrald's side of a worker page (common/wpage.h), for tests that run
+    a worker without corrald."""
+
+    SIZE = 16384
+    MAGIC = 0x50575243
+
+    def __init__(self, m):
+        self.m = m
+        struct.pack_into("<II", m, 0, self.MAGIC, 1)
+        self.asked = 0
+
+    def features(self):
+        return struct.unpack_from("<I", self.m, 8)[0]
+
+    def request(self):
+        """The request record read whole (both sequence numbers equal), as a
+        dict, or None after a few torn reads."""
+        for _ in range(4):
+            end = struct.unpack_from("<I", self.m, 496)[0]
+            seq, inflight, started, count, ml, tl = struct.unpack_from("<IIQQHH", self.m, 64)
+            method = bytes(self.m[96:96 + min(ml, 16)]).decode("latin1")
+            target = bytes(self.m[112:112 + min(tl, 384)]).decode("utf-8", "replace")
+            if seq == end:
+                age = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - started) / 1e6
+                return {"seq": seq, "inflight": inflight, "count": count,
+                        "method": method if started else None,
+                        "target": target if started else None,
+                        "age_ms": age if started else None}
+        return None
+
+    def ask_stack(self):
+        """Raises the stack request word, as corrald does: its number."""
+        self.asked = struct.unpack_from("<I", self.m, 512)[0] + 1
+        struct.pack_into("<I", self.m, 512, self.asked)
+        return self.asked
+
+    def answer(self, n):
+        """(source, text) once request n (or a later one) is answered, else None."""
+        ans = struct.unpack_from("<I", self.m, 516)[0]
+        if not ans or ((ans - n) & 0xFFFFFFFF) >= 0x80000000:
+            return None
+        ln = min(struct.unpack_from("<I", self.m, 520)[0], self.SIZE - 1024)
+        source = bytes(self.m[528:560]).split(b"\0")[0].decode()
+        return source, bytes(self.m[1024:1024 + ln]).decode("utf-8", "replace")
 
 
 def fcntl_dup_high(fd):

@@ -200,11 +200,49 @@ static void test_json(void **state)
     const char *tail = cJSON_GetObjectItemCaseSensitive(p, "stderr_tail")->valuestring;
     assert_string_equal(tail, "first\ncaf\xc3\xa9 ??x\nlast line here\n\n");
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(p, "reason")->valuestring, pm.reason);
-    /* never asked: both null */
+    /* never asked: both null; no heap spaces reported, no reports directory */
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "request")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "stack")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "heap_spaces")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(p, "reports")));
     cJSON_Delete(p);
     cJSON_free(text);
+
+    /* a node worker's heap spaces, in its order, and its reports: a
+     * fatal-error report, a snapshot whole, then one the death cut */
+    pm.heap_spaces_len = 2;
+    pm.heap_spaces[0] = (struct cr_heap_space){.name = "new", .used = 1040, .size = 1048576};
+    pm.heap_spaces[1] = (struct cr_heap_space){.name = "old", .used = 33 * MIB, .size = 34 * MIB};
+    pm.reports.known = true;
+    snprintf(pm.reports.fatal_error_report, sizeof(pm.reports.fatal_error_report),
+             "/d/i/w3-2/report.json");
+    snprintf(pm.reports.heap_snapshot, sizeof(pm.reports.heap_snapshot),
+             "/d/i/w3-2/Heap.1.heapsnapshot");
+    pm.reports.snapshot_whole = true;
+    o = cr_postmortem_to_json(&pm);
+    const cJSON *hs = cJSON_GetObjectItemCaseSensitive(o, "heap_spaces");
+    assert_string_equal(hs->child->string, "new");
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(hs, "old"), "used_bytes"), 33 * MIB);
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(hs, "old"), "size_bytes"), 34 * MIB);
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(o, "reports");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(rep, "fatal_error_report")->valuestring,
+                        "/d/i/w3-2/report.json");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(rep, "heap_snapshot")->valuestring,
+                        "/d/i/w3-2/Heap.1.heapsnapshot");
+    assert_null(cJSON_GetObjectItemCaseSensitive(rep, "heap_snapshot_incomplete"));
+    cJSON_Delete(o);
+    pm.reports.snapshot_whole = false;
+    pm.reports.fatal_error_report[0] = '\0';
+    o = cr_postmortem_to_json(&pm);
+    rep = cJSON_GetObjectItemCaseSensitive(o, "reports");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rep, "fatal_error_report")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rep, "heap_snapshot")));
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(rep, "heap_snapshot_incomplete")->valuestring,
+        "/d/i/w3-2/Heap.1.heapsnapshot");
+    cJSON_Delete(o);
+    pm.heap_spaces_len = 0;
+    pm.reports = (struct cr_postmortem_reports){0};
 
     /* a request being served, and a stack */
     pm.request = (struct cr_request_seen){.known = true, .serving = true, .age_ms = 5234,
@@ -427,8 +465,9 @@ static void test_record_size(void **state)
     printf("sizeof(struct cr_postmortem) = %zu bytes; %d records = %.2f MiB\n", rec,
            CR_HISTORY_DEFAULT_CAPACITY, (double)rec * CR_HISTORY_DEFAULT_CAPACITY / MIB);
     /* The stack, the stderr tail, the request, the reason, the series,
-     * the verdict and the figures (history.h states the figure). */
-    assert_true(rec <= 15024);
+     * the report paths, the heap spaces, the verdict and the figures
+     * (history.h states the figure). */
+    assert_true(rec <= 16448);
     assert_true(sizeof(((struct cr_postmortem *)0)->series) <= 1200);
 }
 

@@ -1,0 +1,61 @@
+'use strict';
+// A plain Node.js app (no corral code) whose handlers can keep the event
+// loop busy, for the worker page's tests: which request is being served,
+// and the main thread's stack while its loop is stuck.
+//   GET /spin?ms=N     spins in spinFor() for N ms (a JS loop: interruptible)
+//   GET /native?ms=N   one crypto.pbkdf2Sync call of about N ms: native code
+//                      that never checks V8's interrupts (the stack cannot
+//                      be taken until it returns)
+//   GET /wait?ms=N     answers after N ms without blocking (a timer)
+//   GET /throw         throws from the handler: an uncaught exception
+//   GET /objects?n=N   keeps N x 10000 more small objects (a heap of many
+//                      objects: what makes a heap snapshot big)
+//   GET /              {"pid": ...}
+
+const crypto = require('node:crypto');
+const http = require('node:http');
+
+let usPerIteration = 0;
+const kept = [];
+
+function spinFor(ms) {
+  const end = Date.now() + ms;
+  let n = 0;
+  while (Date.now() < end) n++;
+  return n;
+}
+
+// One native call for about ms milliseconds (its rate measured once).
+function nativeFor(ms) {
+  if (!usPerIteration) {
+    const t0 = process.hrtime.bigint();
+    crypto.pbkdf2Sync('corral', 'salt', 20000, 32, 'sha256');
+    usPerIteration = Math.max(0.01, Number(process.hrtime.bigint() - t0) / 1e3 / 20000);
+  }
+  return crypto.pbkdf2Sync('corral', 'salt', Math.ceil((ms * 1000) / usPerIteration), 32, 'sha256').length;
+}
+
+function handle(req, res) {
+  const url = new URL(req.url, 'http://localhost');
+  const ms = Math.min(Number(url.searchParams.get('ms')) || 0, 120000);
+  if (url.pathname === '/spin') {
+    res.end(`spun ${spinFor(ms)}\n`);
+  } else if (url.pathname === '/native') {
+    res.end(`derived ${nativeFor(ms)} bytes\n`);
+  } else if (url.pathname === '/wait') {
+    setTimeout(() => res.end('waited\n'), ms);
+  } else if (url.pathname === '/objects') {
+    const n = Math.min(Number(url.searchParams.get('n')) || 1, 1000) * 10000;
+    for (let i = 0; i < n; i++) kept.push({ id: kept.length, name: `n${kept.length}`, tags: [i] });
+    res.end(`kept ${kept.length}\n`);
+  } else if (url.pathname === '/throw') {
+    throw new Error('thrown by the handler of /throw');
+  } else {
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify({ pid: process.pid }) + '\n');
+  }
+}
+
+const server = http.createServer(handle);
+server.listen({ fd: 3 });
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
