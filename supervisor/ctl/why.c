@@ -1,6 +1,7 @@
 /* `corralctl why`: see why.h. */
 #include "why.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -85,6 +86,21 @@ static void put_line(FILE *f, const struct ctl_why_opts *o, const char *s, size_
 /* text wrapped at the width: the first line goes on after whatever is
  * already printed at column `at`, the others start at column `indent`.
  * A word longer than a line is cut. */
+/* The width of " UNIT" when the word p[0..n) is a number and a unit of one
+ * or two letters follows it after one space, else 0. */
+static int unit_after(const char *p, size_t n)
+{
+    if (!n || !isdigit((unsigned char)p[n - 1]) || p[n] != ' ')
+        return 0;
+    const char *u = p + n + 1;
+    size_t k = 0;
+    while (k < 3 && isalpha((unsigned char)u[k]))
+        k++;
+    if (k < 1 || k > 2 || !strchr(" \n;,)", u[k])) /* strchr finds the '\0' too */
+        return 0;
+    return (int)k + 1;
+}
+
 static void wrap(FILE *f, const struct ctl_why_opts *o, const char *text, int at, int indent)
 {
     int col = at, room = o->width - 1;
@@ -97,7 +113,9 @@ static void wrap(FILE *f, const struct ctl_why_opts *o, const char *text, int at
             break;
         size_t n = strcspn(p, " \n");
         int w = cols(p, n);
-        if (!first && col + 1 + w > room) {
+        /* A number keeps its unit on its line ("15.8 s", "200 ms"). */
+        int glued = w + unit_after(p, n);
+        if (!first && col + 1 + glued > room) {
             fprintf(f, "\n%*s", indent, "");
             col = indent;
         } else if (!first) {
@@ -309,7 +327,7 @@ static void print_evidence(FILE *f, const struct ctl_why_opts *o, const cJSON *p
     const cJSON *own = get(pm, "oom_own"), *anc = get(pm, "oom_ancestor");
     snprintf(buf, sizeof(buf),
              "own group %.0f (limit hit %.0f, oom %.0f), enclosing %.0f "
-             "(limit hit %.0f), system %.0f",
+             "(limit hit %.0f), host-wide %.0f",
              ctl_num(own, "oom_kill"), ctl_num(own, "max"), ctl_num(own, "oom"),
              ctl_num(anc, "oom_kill"), ctl_num(anc, "max"), ctl_num(pm, "oom_system_kills"));
     field(f, o, "OOM kills", buf);
@@ -349,7 +367,8 @@ static void print_evidence(FILE *f, const struct ctl_why_opts *o, const cJSON *p
         const cJSON *s;
         cJSON_ArrayForEach(s, spaces)
         {
-            const cJSON *c = ctl_num(s, "used_bytes") > 0 ? s : NULL; /* an empty one says nothing */
+            const cJSON *c =
+                ctl_num(s, "used_bytes") > 0 ? s : NULL; /* an empty one says nothing */
             for (size_t i = 0; i < 5 && c; i++)
                 if (!shown[i] || ctl_num(c, "used_bytes") > ctl_num(shown[i], "used_bytes")) {
                     const cJSON *t = shown[i];
@@ -402,13 +421,17 @@ static void print_context(FILE *f, const struct ctl_why_opts *o, const cJSON *pm
     const cJSON *req = get(pm, "request");
     if (cJSON_IsObject(req) && !cJSON_IsString(get(req, "method"))) {
         /* Known, and none was being served. */
-        snprintf(buf, sizeof(buf), "none being served (%.0f in flight)",
-                 ctl_num(req, "inflight"));
+        snprintf(buf, sizeof(buf), "none being served (%.0f in flight)", ctl_num(req, "inflight"));
         field(f, o, "request", buf);
     } else if (cJSON_IsObject(req)) {
         int n = snprintf(buf, sizeof(buf), "%s %s", ctl_str(req, "method"), ctl_str(req, "path"));
         if (ctl_known(req, "age_ms")) {
-            ctl_fmt_ms(ctl_num(req, "age_ms"), age, sizeof(age));
+            /* The reason's own figure has a decimal: so does this one. */
+            double ms = ctl_num(req, "age_ms");
+            if (ms < 60000)
+                ctl_fmt_us(ms * 1000, age, sizeof(age));
+            else
+                ctl_fmt_ms(ms, age, sizeof(age));
             n += snprintf(buf + n, sizeof(buf) - (size_t)n, ", running for %s", age);
         }
         if (ctl_known(req, "inflight"))

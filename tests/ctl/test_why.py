@@ -32,6 +32,7 @@ VARIANTS = {
     "hang": [UTF8],
     "heap-limit": [UTF8, (".w60", "C.UTF-8", 60, [])],
     "oom": [UTF8, (".ascii", "C", 80, [])],
+    "oom-older": [UTF8],
 }
 
 
