@@ -323,10 +323,15 @@
   // corrald keeps the last one for the post-mortem: at a heap-limit abort
   // it says which space filled up.
   function heapSpaces() {
+    // corrald refuses the whole key for one name it cannot keep (over 31
+    // bytes, or not [a-z0-9_]) or a 17th space: such a space is left out.
     let out = '';
+    let n = 0;
     for (const sp of v8.getHeapSpaceStatistics()) {
       const name = String(sp.space_name).replace(/_space$/, '');
+      if (n === 16 || !/^[a-z0-9_]{1,31}$/.test(name)) continue;
       out += `${out ? ',' : ''}${name}:${sp.space_used_size}/${sp.space_size}`;
+      n++;
     }
     return out;
   }

@@ -11,10 +11,11 @@
 #define CR_NOTIFY_STATUS_MAX 256
 #define CR_NOTIFY_FATAL_MAX  32
 /* X_HEAP_SPACES: at most this many spaces, each name at most this long
- * (NUL included); V8 has 9 to 11 spaces, named up to 25 bytes
- * ("shared_large_object_space", sent without its "_space"). */
+ * (NUL included); V8 has 9 to 13 spaces (Node 18 to 24), named up to 33
+ * bytes ("shared_trusted_large_object_space", sent without its "_space":
+ * 27). */
 #define CR_NOTIFY_SPACES_MAX 16
-#define CR_NOTIFY_SPACE_NAME_MAX 24
+#define CR_NOTIFY_SPACE_NAME_MAX 32
 
 /* systemd's own keys. */
 #define CR_NK_READY    "READY"

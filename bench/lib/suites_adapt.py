@@ -16,6 +16,7 @@ new connections wait in the accept queue, which is what the scaler reads).
 Every loop is bounded in time; every request has a timeout.
 """
 
+import math
 import json
 import os
 import resource
@@ -296,7 +297,13 @@ def _agg(runs):
     light = [ms for r in runs for ms in r['light'] if ms == ms]
     failed = sum(1 for r in runs for ms in r['light'] if ms != ms)
     ns = [n for r in runs for n in r['n_load']]
-    worst = lambda k: max((r[k] for r in runs), default=float('nan'))  # noqa: E731
+    def worst(k):
+        # A round that never got there (NaN) is the worst of all: max()
+        # would skip a NaN that comes second.
+        vals = [r[k] for r in runs]
+        if any(math.isnan(v) for v in vals):
+            return float('nan')
+        return max(vals, default=float('nan'))
     return {'rps': sum(r['rps'] for r in runs) / len(runs), 'p50': pct(light, 50),
             'p99': pct(light, 99), 'failed': failed,
             'n_min': min(ns, default=float('nan')), 'n_med': median(ns),

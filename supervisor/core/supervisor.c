@@ -542,7 +542,7 @@ static enum cr_wevent act_reap(struct cr_worker *w)
     cr_worker_clear_deadline(w);
     hand_over(w, now, false);
     record_death(w, now);
-    cr_diag_release(sup->host.diag, &w->g, true); /* node's reports: kept if any */
+    cr_diag_release(sup->host.diag, &w->g, true); /* kept if it holds evidence */
     cr_freeze_release(&w->g);
     cr_cgworker_release(&w->g);
     w->g.pid = 0;

@@ -325,11 +325,14 @@ static void print_evidence(FILE *f, const struct ctl_why_opts *o, const cJSON *p
     field(f, o, "status", buf);
 
     const cJSON *own = get(pm, "oom_own"), *anc = get(pm, "oom_ancestor");
-    snprintf(buf, sizeof(buf),
-             "own group %.0f (limit hit %.0f, oom %.0f), enclosing %.0f "
-             "(limit hit %.0f), host-wide %.0f",
-             ctl_num(own, "oom_kill"), ctl_num(own, "max"), ctl_num(own, "oom"),
-             ctl_num(anc, "oom_kill"), ctl_num(anc, "max"), ctl_num(pm, "oom_system_kills"));
+    int k = snprintf(buf, sizeof(buf),
+                     "own group %.0f (limit hit %.0f, oom %.0f), enclosing %.0f (limit hit %.0f)",
+                     ctl_num(own, "oom_kill"), ctl_num(own, "max"), ctl_num(own, "oom"),
+                     ctl_num(anc, "oom_kill"), ctl_num(anc, "max"));
+    /* The host's count is read only for a kill its own group counted. */
+    if (ctl_num(own, "oom_kill") > 0 && k > 0 && (size_t)k < sizeof(buf))
+        snprintf(buf + k, sizeof(buf) - (size_t)k, ", host-wide %.0f",
+                 ctl_num(pm, "oom_system_kills"));
     field(f, o, "OOM kills", buf);
 
     if (has_limit(pm, "cg_limit_bytes") || ctl_num(pm, "cg_usage_bytes") > 0) {

@@ -31,6 +31,7 @@ struct cr_diag {
     char root[CR_DIAG_PATH_MAX]; /* <diag-dir>/<instance>; "" = reports off */
     bool made;                   /* root exists (and was emptied) */
     bool failed;                 /* ... could not be made: said once */
+    int root_err;                /* no root could be named (-errno): said once */
     bool chown;
     uid_t uid;
     gid_t gid;
@@ -54,18 +55,23 @@ static int resolve_root(const struct cr_config *c, char *buf, size_t size)
 {
     char base[PATH_MAX];
     const char *e;
-    if (c->diag_dir)
-        return snprintf(buf, size, "%s", c->diag_dir) < (int)size ? 0 : -EINVAL;
-    if (((e = getenv("STATE_DIRECTORY")) && *e) || ((e = getenv("RUNTIME_DIRECTORY")) && *e)) {
-        if (first_dir(e, base, sizeof(base)) < 0)
-            return -EINVAL;
-        return snprintf(buf, size, "%s/diag", base) < (int)size ? 0 : -EINVAL;
-    }
     /* Node runs with corrald's directory, yet an absolute path says where
      * the files are in every log line and post-mortem. */
+    if (c->diag_dir && c->diag_dir[0] == '/')
+        return snprintf(buf, size, "%s", c->diag_dir) < (int)size ? 0 : -ENAMETOOLONG;
+    if (c->diag_dir) {
+        if (!getcwd(base, sizeof(base)))
+            return -errno;
+        return snprintf(buf, size, "%s/%s", base, c->diag_dir) < (int)size ? 0 : -ENAMETOOLONG;
+    }
+    if (((e = getenv("STATE_DIRECTORY")) && *e) || ((e = getenv("RUNTIME_DIRECTORY")) && *e)) {
+        if (first_dir(e, base, sizeof(base)) < 0)
+            return -ENAMETOOLONG;
+        return snprintf(buf, size, "%s/diag", base) < (int)size ? 0 : -ENAMETOOLONG;
+    }
     if (!getcwd(base, sizeof(base)))
         return -errno;
-    return snprintf(buf, size, "%s/corral-diag", base) < (int)size ? 0 : -EINVAL;
+    return snprintf(buf, size, "%s/corral-diag", base) < (int)size ? 0 : -ENAMETOOLONG;
 }
 
 int cr_diag_new(struct cr_diag **ret, const struct cr_config *c, const char *instance, bool chown,
@@ -86,9 +92,14 @@ int cr_diag_new(struct cr_diag **ret, const struct cr_config *c, const char *ins
     /* Room for "/<instance>" and "/w4096-4294967295" below it. */
     size_t room = sizeof(d->root) - 1 - 18;
     int r = resolve_root(c, root, sizeof(root));
-    if (r < 0 || strlen(root) + 1 + strlen(instance ? instance : "corral") > room) {
-        free(d);
-        return r < 0 && r != -EINVAL ? r : -EINVAL;
+    if (r == 0 && strlen(root) + 1 + strlen(instance ? instance : "corral") > room)
+        r = -ENAMETOOLONG;
+    if (r < 0) {
+        /* Reports are evidence, not a reason to serve nothing: said at the
+         * first node worker's spawn (cr_diag_prepare), if one comes. */
+        d->root_err = r;
+        *ret = d;
+        return 0;
     }
     snprintf(d->root, sizeof(d->root), "%s/%s", root, instance ? instance : "corral");
     *ret = d;
@@ -120,6 +131,12 @@ static void empty_dir(int dfd, int depth)
             continue;
         if (unlinkat(dirfd(dir), e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))
             continue;
+        /* A directory of the workers' user (0700): taken back first, or a
+         * corrald without CAP_DAC_OVERRIDE could not open it. */
+        struct stat st;
+        if (depth > 0 && fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_uid != geteuid())
+            (void)!fchownat(dirfd(dir), e->d_name, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW);
         int sub = depth > 0 ? openat(dirfd(dir), e->d_name,
                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                             : -1;
@@ -166,6 +183,33 @@ static int make_dir(const char *path, mode_t mode)
     return 0;
 }
 
+/* Whether name is one corrald gives a generation's directory: w<ID>-<GEN>
+ * or s<GEN>. */
+static bool ours(const char *name)
+{
+    unsigned a, b;
+    char end;
+    return sscanf(name, "w%u-%u%c", &a, &b, &end) == 2 || sscanf(name, "s%u%c", &a, &end) == 1;
+}
+
+/* What a previous run left in the instance's directory: its generations'
+ * directories, and nothing else (a --diag-dir and --instance that name a
+ * directory of something else lose nothing but such names). */
+static int clear_root(const char *root)
+{
+    DIR *dir = opendir(root);
+    if (!dir)
+        return -errno;
+    struct dirent *e;
+    char path[CR_DIAG_PATH_MAX + NAME_MAX + 2];
+    while ((e = readdir(dir)))
+        if (ours(e->d_name) &&
+            snprintf(path, sizeof(path), "%s/%s", root, e->d_name) < (int)sizeof(path))
+            remove_tree(path);
+    closedir(dir);
+    return 0;
+}
+
 /* <diag-dir> (as given, made when missing) and <instance> below it, both
  * searchable by the workers' user; the instance's directory emptied. */
 static int make_root(struct cr_diag *d)
@@ -180,12 +224,8 @@ static int make_root(struct cr_diag *d)
     /* The parents of <diag-dir> must exist (a typo is not made into a tree). */
     if ((r = make_dir(parent, mode)) < 0 || (r = make_dir(d->root, mode)) < 0)
         return r;
-    if (chmod(d->root, mode) < 0)
-        return -errno;
-    int fd = open(d->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    empty_dir(fd, 2);
+    if ((r = clear_root(d->root)) < 0)
+        return r;
     /* A directory above that the workers cannot search: node would write
      * nothing, and say so only on its own stderr. */
     char below[CR_DIAG_PATH_MAX + 2], bad[PATH_MAX];
@@ -203,6 +243,14 @@ static int make_root(struct cr_diag *d)
 const char *cr_diag_prepare(struct cr_diag *d, struct cr_gen *g)
 {
     g->diag_dir[0] = '\0';
+    if (d && d->root_err) {
+        cr_log(CR_LOG_WARNING,
+               "no directory for node's fatal-error reports (%s): node workers run without "
+               "them; give --diag-dir",
+               d->root_err == -ENAMETOOLONG ? "its path would be too long"
+                                            : strerror(-d->root_err));
+        d->root_err = 0;
+    }
     if (!d || !d->root[0] || d->failed)
         return NULL;
     int r = 0;
@@ -234,10 +282,14 @@ const char *cr_diag_prepare(struct cr_diag *d, struct cr_gen *g)
 /* Opens a file of a dead worker's directory to read it: as it is, else
  * once taken back (a corrald without CAP_DAC_OVERRIDE cannot read the
  * 0600 file of another user). Never a link, a FIFO or a device. */
-static int open_file(int dfd, const char *name, struct stat *st)
+static int open_file(int dfd, const char *name, uid_t owner, struct stat *st)
 {
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES &&
+    /* Taken back only when it is a file of its own (one link: never a
+     * hard link the worker made to another user's file) that the workers'
+     * user owns. */
+    if (fd < 0 && errno == EACCES && fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_uid == owner &&
         fchownat(dfd, name, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW) == 0)
         fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
@@ -253,10 +305,10 @@ static int open_file(int dfd, const char *name, struct stat *st)
  * "trigger": "OOMError" at a heap-limit abort and "FatalError" at V8's
  * other fatal errors (an app's own process.report.writeReport() says
  * "API", and goes to the same file name). */
-static bool fatal_report(int dfd)
+static bool fatal_report(int dfd, uid_t owner)
 {
     struct stat st;
-    int fd = open_file(dfd, REPORT_NAME, &st);
+    int fd = open_file(dfd, REPORT_NAME, owner, &st);
     if (fd < 0)
         return false;
     char head[REPORT_HEAD + 1];
@@ -275,10 +327,10 @@ static bool fatal_report(int dfd)
 
 /* A whole heap snapshot is one JSON object: its last byte that is not
  * white space closes it. */
-static bool snapshot_whole(int dfd, const char *name)
+static bool snapshot_whole(int dfd, const char *name, uid_t owner)
 {
     struct stat st;
-    int fd = open_file(dfd, name, &st);
+    int fd = open_file(dfd, name, owner, &st);
     if (fd < 0)
         return false;
     char tail[16];
@@ -307,7 +359,7 @@ void cr_diag_collect(struct cr_diag *d, const struct cr_gen *g, struct cr_postmo
     int dfd = open(g->diag_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
         return;
-    if (fatal_report(dfd))
+    if (fatal_report(dfd, d->uid))
         snprintf(r->fatal_error_report, sizeof(r->fatal_error_report), "%s/%s", g->diag_dir,
                  REPORT_NAME);
     /* --heapsnapshot-near-heap-limit=1: one per process; the newest name
@@ -325,23 +377,33 @@ void cr_diag_collect(struct cr_diag *d, const struct cr_gen *g, struct cr_postmo
         closedir(dir);
     if (best[0] && snprintf(r->heap_snapshot, sizeof(r->heap_snapshot), "%s/%s", g->diag_dir,
                             best) < (int)sizeof(r->heap_snapshot))
-        r->snapshot_whole = snapshot_whole(dfd, best);
+        r->snapshot_whole = snapshot_whole(dfd, best, d->uid);
     else
         r->heap_snapshot[0] = '\0';
     close(dfd);
 }
 
-/* Whether dir holds anything. */
-static bool has_files(const char *path)
+/* Whether a dead worker's directory holds evidence of its death: V8's
+ * report of a fatal error or a heap snapshot. Anything else there (an
+ * app's own process.report.writeReport(), a CPU profile under node's
+ * --diagnostic-dir) does not keep it: the slot keeps one directory, and
+ * that must be the last death's evidence. */
+static bool holds_evidence(const char *path, uid_t owner)
 {
-    DIR *dir = opendir(path);
-    if (!dir)
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
         return false;
+    bool any = fatal_report(dfd, owner);
+    int fd = any ? -1 : dup(dfd);
+    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dir && fd >= 0)
+        close(fd);
     struct dirent *e;
-    bool any = false;
-    while (!any && (e = readdir(dir)))
-        any = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    closedir(dir);
+    while (dir && !any && (e = readdir(dir)))
+        any = is_snapshot(e->d_name);
+    if (dir)
+        closedir(dir);
+    close(dfd);
     return any;
 }
 
@@ -350,7 +412,7 @@ void cr_diag_release(struct cr_diag *d, struct cr_gen *g, bool keep)
     if (!d || !g->diag_dir[0])
         return;
     take_back(g->diag_dir);
-    if (!keep || !has_files(g->diag_dir)) {
+    if (!keep || !holds_evidence(g->diag_dir, d->uid)) {
         remove_tree(g->diag_dir);
         g->diag_dir[0] = '\0';
         return;

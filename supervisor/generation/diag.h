@@ -52,7 +52,8 @@ const char *cr_diag_prepare(struct cr_diag *d, struct cr_gen *g);
  * snapshot (whole, or cut short by the death). Reads at most a few KiB. */
 void cr_diag_collect(struct cr_diag *d, const struct cr_gen *g, struct cr_postmortem *pm);
 
-/* g's directory is done with: kept when `keep` and it holds files (the
+/* g's directory is done with: kept when `keep` and it holds evidence, a
+ * fatal-error report or a heap snapshot (the
  * slot's previously kept one is deleted), else removed. g->diag_dir is
  * emptied. */
 void cr_diag_release(struct cr_diag *d, struct cr_gen *g, bool keep);

@@ -238,7 +238,22 @@ static uint64_t snapshot_old_space_mb(uint64_t share)
     return old < SNAPSHOT_MIN_OLD_MB ? SNAPSHOT_MIN_OLD_MB : old;
 }
 
-static int build_argv(struct cr_gen *g, uint64_t heap_limit, struct strv *argv)
+/* The directory of a node worker's reports, made now: a node worker
+ * with the agent and a --diag-dir that could be made, else NULL. Decided
+ * before the environment, since a heap snapshot lowers the heap limit
+ * only when it can be written. */
+static const char *node_diag_dir(struct cr_gen *g)
+{
+    const struct cr_config *c = g->host->cfg;
+    char *agent = NULL;
+    g->diag_dir[0] = '\0';
+    if (!c->argc || !is_node(c->argv[0]) || cr_node_agent_arg(c, true, &agent) < 0 || !agent)
+        return NULL;
+    free(agent);
+    return cr_diag_prepare(g->host->diag, g);
+}
+
+static int build_argv(struct cr_gen *g, uint64_t heap_limit, const char *dir, struct strv *argv)
 {
     const struct cr_config *c = g->host->cfg;
     int r = 0;
@@ -251,8 +266,7 @@ static int build_argv(struct cr_gen *g, uint64_t heap_limit, struct strv *argv)
         /* V8's report at a fatal error (a heap-limit abort: the heap's
          * spaces, no JS stack, node's own "No stack."), into a directory
          * that exists (node makes none, and then writes nothing). */
-        const char *dir = r == 0 ? cr_diag_prepare(g->host->diag, g) : NULL;
-        if (dir) {
+        if (r == 0 && dir) {
             r = strv_add(argv, strdup("--report-on-fatalerror"));
             r = r ?: strv_add(argv, fmt("--report-directory=%s", dir));
             r = r ?: strv_add(argv, strdup("--report-filename=report.json"));
@@ -263,7 +277,7 @@ static int build_argv(struct cr_gen *g, uint64_t heap_limit, struct strv *argv)
         }
     }
     if (r == 0 && c->node_heap && heap_limit && is_node(c->argv[0])) {
-        uint64_t old = c->heap_snapshot ? (heap_limit >> 20) - NODE_YOUNG_MB
+        uint64_t old = c->heap_snapshot && dir ? (heap_limit >> 20) - NODE_YOUNG_MB
                                         : node_old_space_mb(heap_limit);
         r = strv_add(argv, fmt("--max-old-space-size=%llu", (unsigned long long)old));
         g->heap_limit_given = heap_limit; /* shown while the worker reports none */
@@ -339,8 +353,11 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
 
     begin(g, generation);
     uint64_t heap_limit = cr_cgtree_heap_limit(h->cgtree, c, workers);
-    /* The heap a snapshot leaves room for: old space and young reserve. */
-    if (heap_limit && c->heap_snapshot && c->argc && is_node(c->argv[0]))
+    const char *diag = node_diag_dir(g);
+    /* The heap a snapshot leaves room for: old space and young reserve;
+     * only where node's heap is corrald's to set and the snapshot has a
+     * directory to go to. */
+    if (heap_limit && c->heap_snapshot && c->node_heap && diag)
         heap_limit = (snapshot_old_space_mb(cr_cgtree_memory_share(h->cgtree, c, workers)) +
                       NODE_YOUNG_MB)
                      << 20;
@@ -360,7 +377,7 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     if (!c->no_worker_page && cr_page_new(&g->page, &page_fd) < 0)
         g->page = NULL;
     if ((r = build_env(g, heap_limit, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
-        (r = build_argv(g, heap_limit, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
+        (r = build_argv(g, heap_limit, diag, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
     struct cr_cgroup_events own0;
     bool on = h->cgtree->on;

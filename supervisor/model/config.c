@@ -652,6 +652,10 @@ int cr_config_finish(struct cr_config *cfg, char *err, size_t errlen)
     if (cfg->diag_dir && (!cfg->diag_dir[0] || strlen(cfg->diag_dir) > CR_CONFIG_DIAG_DIR_MAX))
         return fail(err, errlen, "--diag-dir: give a path of 1 to %d bytes, or none",
                     CR_CONFIG_DIAG_DIR_MAX);
+    /* A snapshot lowers the heap to leave room for itself: never without
+     * a directory for it. */
+    if (cfg->heap_snapshot && cfg->diag_dir && strcmp(cfg->diag_dir, "none") == 0)
+        return fail(err, errlen, "--heap-snapshot needs a --diag-dir to write to, not none");
     if (cfg->instance && !instance_valid(cfg->instance))
         return fail(err, errlen, "--instance '%s': use 1 to 64 letters, digits, '-' or '_'",
                     cfg->instance);

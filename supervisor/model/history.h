@@ -209,11 +209,11 @@ int cr_postmortem_format_logfmt(const struct cr_postmortem *pm, char *buf, size_
 /* ---- the ring ---- */
 
 /* A record is a fixed size, so that the ring is one allocation made at
- * start-up and never grows: sizeof(struct cr_postmortem) is 16,448 bytes
+ * start-up and never grows: sizeof(struct cr_postmortem) is 16,576 bytes
  * (the 8 KiB stack, the 4 KiB stderr tail, the 400-byte request, the
  * 384-byte reason, 1,208 bytes of memory series, two 384-byte report
- * paths, 640 bytes of heap spaces, the trend's 256-byte detail, the
- * figures); the default 256 records cost 4.02 MiB, the maximum 65536
+ * paths, 768 bytes of heap spaces, the trend's 256-byte detail, the
+ * figures); the default 256 records cost 4.05 MiB, the maximum 65536
  * records 1.0 GiB. test_history.c prints the figure and
  * bounds it. */
 #define CR_HISTORY_DEFAULT_CAPACITY 256

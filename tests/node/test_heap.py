@@ -209,5 +209,37 @@ def test_user():
             assert os.stat(d1).st_uid == 0, "taken back by corrald"
 
 
+
+def test_previous_run():
+    """What a previous run left in <diag-dir>/<instance> is removed at the
+    first spawn — its generations' directories (w<ID>-<GEN>, s<GEN>) and
+    nothing else: a file or a directory of another name stays, and so does
+    the directory's mode (a --diag-dir and --instance naming someone
+    else's directory lose nothing of theirs). A relative --diag-dir is
+    made absolute."""
+    with tempfile.TemporaryDirectory(prefix="corral-diag-") as base:
+        root = os.path.join(base, "d", "u2")
+        for sub in ("w7-3", "s4", "notours", "w1-x"):
+            os.makedirs(os.path.join(root, sub))
+            with open(os.path.join(root, sub, "report.json"), "w") as f:
+                f.write("{}")
+        with open(os.path.join(root, "keepme"), "w") as f:
+            f.write("theirs")
+        os.chmod(root, 0o755)
+        # corrald runs in a directory of its own beside base (both made by
+        # tempfile in the same temporary directory).
+        rel = os.path.join("..", os.path.basename(base), "d")
+        with h.corrald("--node-agent", "--diag-dir", rel, "--instance", "u2", workers=1,
+                       command=[node(), PLAIN], name="nprev") as c:
+            pid = reported(c)["pid"]
+            d1 = opt(node_args(pid), "--report-directory")
+            assert d1.startswith("/") and os.path.normpath(d1) == os.path.join(root, "w1-1"), \
+                (d1, root)
+            left = sorted(os.listdir(root))
+            assert left == ["keepme", "notours", "w1-1", "w1-x"], left
+            assert os.path.exists(os.path.join(root, "notours", "report.json"))
+            assert os.stat(root).st_mode & 0o777 == 0o755, oct(os.stat(root).st_mode)
+
+
 if __name__ == "__main__":
     ct.main(sys.modules[__name__])

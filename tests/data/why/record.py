@@ -28,14 +28,16 @@ def node():
     return os.environ.get("CORRAL_NODE") or shutil.which("node") or ct.skip("no node")
 
 
-def reported(c):
-    """The worker's pid once it reported and keeps its page, after 8 s of
-    light traffic (a minute's memory series starts before the incident)."""
+def reported(c, seconds):
+    """The worker's pid once it reported and keeps its page, after some
+    light traffic (a minute's memory series starts before the incident;
+    a hang comes after 30 s, when start-up's growth has settled and the
+    trend says so)."""
     ct.wait_for(lambda: (c.workers()[0].get("heap_used_bytes") or 0) > 0, 20, interval=0.1,
                 what="the agent's first report")
     ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 20,
                 what="the agent's record on the page")
-    for _ in range(32):
+    for _ in range(seconds * 4):
         c.get("/")
         time.sleep(0.25)
     return c.live_pids()[0]
@@ -65,22 +67,22 @@ def oom(c, pid):
 
 
 CASES = {
-    "hang": (hang, ["--watchdog", "1", "--hang-timeout", "2"]),
-    "heap-limit": (heap_limit, []),
-    "oom": (oom, []),
+    "hang": (hang, ["--watchdog", "1", "--hang-timeout", "2"], 30),
+    "heap-limit": (heap_limit, [], 8),
+    "oom": (oom, [], 8),
 }
 
 
 def main():
     for name in sys.argv[1:] or list(CASES):
-        act, extra = CASES[name]
+        act, extra, warm = CASES[name]
         # A short --diag-dir, so that the report's path reads whole.
         diag = tempfile.mkdtemp(prefix="cw-")
         with h.corral_cgroup("why-" + name) as cg, \
                 h.corrald("--node-heap", "--memory-max", "256M", "--diag-dir", diag, *extra,
                           workers=1,
                           cgroups=cg.rel, command=[node(), PLAIN], name="why" + name) as c:
-            pid = reported(c)
+            pid = reported(c, warm)
             act(c, pid)
             rec = record_of(c, pid)
             out = os.path.join(HERE, name + ".json")

@@ -467,7 +467,7 @@ static void test_record_size(void **state)
     /* The stack, the stderr tail, the request, the reason, the series,
      * the report paths, the heap spaces, the verdict and the figures
      * (history.h states the figure). */
-    assert_true(rec <= 16448);
+    assert_true(rec <= 16576);
     assert_true(sizeof(((struct cr_postmortem *)0)->series) <= 1200);
 }
 

@@ -100,6 +100,7 @@ static void test_bad_flags(void **state)
     bad((char *[]){"corrald", "stray", NULL}, "stray");
     bad((char *[]){"corrald", "--watchdog", "10", "--hang-timeout", "5", NULL}, "hang-timeout");
     bad((char *[]){"corrald", "--log-level", "loud", NULL}, "loud");
+    bad((char *[]){"corrald", "--heap-snapshot", "--diag-dir", "none", NULL}, "needs a --diag-dir");
     /* One grammar: whole numbers only, no sign, blank, fraction or hex. */
     bad((char *[]){"corrald", "--memory-max", "1.5G", NULL}, "'1.5G' is not a size");
     bad((char *[]){"corrald", "--memory-max", "0x10M", NULL}, "'0x10M' is not a size");

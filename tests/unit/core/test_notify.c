@@ -61,15 +61,16 @@ static void test_parse_spaces(void **state)
         "WATCHDOG=1\nX_HEAP_SPACES=read_only:0/0,new:1040/1048576,old:30670000/31457280,"
         "code:360928/524288,shared:0/0,new_large_object:0/0,"
         "large_object:29233152/29523968,code_large_object:0/0,"
-        "shared_large_object:0/0\n";
+        "shared_large_object:0/0,shared_trusted_large_object:0/0\n"; /* Node 24 */
     cr_notify_parse(m, strlen(m), &r, &bad);
     assert_int_equal(bad, 0);
     assert_true(r.present & CR_NF_HEAP_SPACES);
-    assert_int_equal(r.nspaces, 9);
+    assert_int_equal(r.nspaces, 10);
     assert_string_equal(r.spaces[2].name, "old");
     assert_int_equal(r.spaces[2].used, 30670000);
     assert_int_equal(r.spaces[2].size, 31457280);
     assert_string_equal(r.spaces[8].name, "shared_large_object");
+    assert_string_equal(r.spaces[9].name, "shared_trusted_large_object");
     static const char *const refused[] = {
         "X_HEAP_SPACES=",                             /* none */
         "X_HEAP_SPACES=old:1/2,",                     /* a trailing comma */
@@ -77,7 +78,7 @@ static void test_parse_spaces(void **state)
         "X_HEAP_SPACES=Old:1/2",                      /* not a V8 name */
         "X_HEAP_SPACES=old:1/2,:3/4",                 /* no name */
         "X_HEAP_SPACES=old:x/2",                      /* not a number */
-        "X_HEAP_SPACES=a_name_of_twenty_four_by:1/2", /* too long a name */
+        "X_HEAP_SPACES=a_name_of_thirty_two_bytes_long_:1/2", /* too long */
         "X_HEAP_SPACES=a:1/1,b:1/1,c:1/1,d:1/1,e:1/1,f:1/1,g:1/1,h:1/1,i:1/1,j:1/1,k:1/1,"
         "l:1/1,m:1/1,n:1/1,o:1/1,p:1/1,q:1/1", /* 17 spaces */
     };
@@ -88,7 +89,7 @@ static void test_parse_spaces(void **state)
         assert_int_equal(r.nspaces, 0);
     }
     const char *sixteen = "X_HEAP_SPACES=a:1/1,b:1/1,c:1/1,d:1/1,e:1/1,f:1/1,g:1/1,h:1/1,"
-                          "i:1/1,j:1/1,k:1/1,l:1/1,m:1/1,n:1/1,o:1/1,a_name_of_twenty_thre:7/8";
+                          "i:1/1,j:1/1,k:1/1,l:1/1,m:1/1,n:1/1,o:1/1,a_name_of_thirty_one_bytes_long:7/8";
     cr_notify_parse(sixteen, strlen(sixteen), &r, &bad);
     assert_int_equal(bad, 0);
     assert_int_equal(r.nspaces, 16);
