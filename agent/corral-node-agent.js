@@ -47,7 +47,7 @@
     F_REQUEST: 1,
     F_STACK: 2,
     OFF_FEATURES: 8,
-    OFF_REQ: 64,       // the request record, 436 bytes, as one pwrite:
+    OFF_REQ: 64,       // the request record, 436 bytes (writeRecord):
     REQ_LEN: 436,      //   relative offsets below
     R_INFLIGHT: 4,
     R_STARTED: 8,
@@ -76,6 +76,18 @@
     MIRROR: 110,   // 0: the main thread writes the page; 1: the helper mirrors; 2: nobody
     WAITING: 111,  // 1 while the helper sleeps until the record changes
   };
+
+  // Writes the record rec (PAGE.REQ_LEN bytes) to the page in three
+  // pwrites, in the order its readers rely on: the first sequence number,
+  // the fields, the last one. One pwrite of the whole would not do: the
+  // kernel copies it with `rep movs`, whose stores another CPU may see out
+  // of order, so corrald could take a half-written record for a whole one.
+  // io: the fs module (the helper thread has its own).
+  function writeRecord(io, fd, rec) {
+    io.writeSync(fd, rec, 0, 4, PAGE.OFF_REQ);
+    io.writeSync(fd, rec, 4, PAGE.R_SEQ_END - 4, PAGE.OFF_REQ + 4);
+    io.writeSync(fd, rec, PAGE.R_SEQ_END, 4, PAGE.OFF_REQ + PAGE.R_SEQ_END);
+  }
 
   let threads = null;
   try {
@@ -408,6 +420,8 @@
     let named = -1;  // the id of the request the record names; 0: none
     let seq = 0;
     let helper = null;
+    let stackUp = false; // the helper answers stack requests
+    let httpSeen = false; // an http server published a request: the record is real
     let channels = null;
     // CLOCK_MONOTONIC ns, as corrald reads it: performance.now() runs on
     // the same clock (uv_hrtime) and allocates nothing, unlike hrtime().
@@ -426,7 +440,7 @@
 
     function pwrite() {
       try {
-        fs.writeSync(fd, rec, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
+        writeRecord(fs, fd, rec);
       } catch (e) {
         broken(e);
       }
@@ -449,7 +463,9 @@
         if (tail !== null) {
           putU64(PAGE.R_STARTED, tail.t);
           ml = rec.write(tail.method, PAGE.R_METHOD, PAGE.METHOD_MAX, 'latin1');
-          tl = rec.write(tail.url, PAGE.R_TARGET, PAGE.TARGET_MAX, 'utf8');
+          // Node's parser gives the target's bytes one char each (latin1):
+          // written back as latin1, the page holds the bytes the client sent.
+          tl = rec.write(tail.url, PAGE.R_TARGET, PAGE.TARGET_MAX, 'latin1');
         } else {
           putU64(PAGE.R_STARTED, 0);
         }
@@ -472,6 +488,10 @@
 
     function onStart(msg) {
       if (fd < 0) return;
+      if (!httpSeen) {
+        httpSeen = true;
+        offer();
+      }
       const res = msg.response;
       const req = msg.request;
       let n = spare;
@@ -530,10 +550,27 @@
       pwrite();
     }
 
-    function putFeatures(bits) {
+    function putFeaturesTo(to, bits) {
       const b = Buffer.alloc(4);
       b.writeUInt32LE(bits, 0);
-      fs.writeSync(fd, b, 0, 4, PAGE.OFF_FEATURES);
+      fs.writeSync(to, b, 0, 4, PAGE.OFF_FEATURES);
+    }
+
+    function putFeatures(bits) {
+      putFeaturesTo(fd, bits);
+    }
+
+    // The features, from the main thread only: the request record once an
+    // http server published a request (an app serving net or http2 has no
+    // record, and corrald reads unknown, not "none being served"), stacks
+    // once the helper said it answers.
+    function offer() {
+      if (fd < 0) return;
+      try {
+        putFeatures((httpSeen ? PAGE.F_REQUEST : 0) | (stackUp ? PAGE.F_STACK : 0));
+      } catch (e) {
+        broken(e);
+      }
     }
 
     // Subscribes to the http server channels: true when it could.
@@ -569,8 +606,18 @@
         });
         helper.unref();
         helper.on('error', (e) => warn(`stack helper failed: ${e && e.message}; stacks not answered`));
+        helper.on('message', (m) => {
+          if (m !== 'ready') return;
+          stackUp = true;
+          offer();
+        });
         helper.on('exit', () => {
-          if (i32 && Atomics.load(i32, SHARED.MIRROR) === 1) Atomics.store(i32, SHARED.MIRROR, 0);
+          if (i32 && Atomics.load(i32, SHARED.MIRROR) === 1) {
+            Atomics.store(i32, SHARED.MIRROR, 0);
+            if (fd >= 0) pwrite(); // the record as it is now, not as last mirrored
+          }
+          stackUp = false;
+          offer();
         });
       } catch (e) {
         helper = null;
@@ -584,8 +631,8 @@
       write(); // none being served yet
       if (fd < 0) return;
       try {
-        if (subscribe()) features |= PAGE.F_REQUEST;
-        putFeatures(features);
+        if (subscribe()) features |= PAGE.F_REQUEST; // subscribed: the helper mirrors
+        putFeatures(0); // offered as they come true (offer())
       } catch (e) {
         broken(e);
         return;
@@ -616,7 +663,15 @@
       claimed() {
         if (state.appPage) return;
         state.appPage = true;
-        stop();
+        const was = fd;
+        stop(); // fd -1 first: nothing offers after this
+        if (was < 0) return;
+        // The page is the app's: it offers nothing the agent would answer.
+        try {
+          putFeaturesTo(was, 0);
+        } catch (e) {
+          // The app's descriptor now; it says what it offers.
+        }
       },
     };
   }
@@ -906,9 +961,9 @@
       // The word before stacks are offered: a request made between this
       // and the first look is still answered.
       seen = readRequest();
-      const f = Buffer.alloc(4);
-      f.writeUInt32LE((data.features | PAGE.F_STACK) >>> 0, 0);
-      fs.writeSync(fd, f, 0, 4, PAGE.OFF_FEATURES);
+      // The main thread is the features' one writer: it offers stacks
+      // once told (makePage, offer()).
+      threads.parentPort.postMessage('ready');
     } catch (e) {
       stop(e.code || e.message);
       return;
@@ -975,7 +1030,11 @@
             try {
               if (err) done(`(no stack: ${err.message})\n`);
               else if (r.exceptionDetails) done(`(no stack: ${r.exceptionDetails.text})\n`);
-              else done(format(Array.isArray(r.result.value) ? r.result.value : []));
+              else if (!Array.isArray(r.result.value)) {
+                // Error.prepareStackTrace could not be set (frozen
+                // intrinsics, a lockdown): no frames, which is not idle.
+                done('(no stack: the stack trace could not be read as frames)\n');
+              } else done(format(r.result.value));
             } catch (e) {
               done(`(no stack: ${e.message})\n`);
             }
@@ -1040,7 +1099,7 @@
         }
         if (!copied || Atomics.load(i32, SHARED.MIRROR) !== 1) return copied;
         try {
-          fs.writeSync(fd, out, 0, PAGE.REQ_LEN, PAGE.OFF_REQ);
+          writeRecord(fs, fd, out);
         } catch (e) {
           Atomics.store(i32, SHARED.MIRROR, 0); // the main thread tries itself
           stop(e.code || e.message);

@@ -186,6 +186,7 @@ class Page:
         self.m = m
         struct.pack_into("<II", m, 0, self.MAGIC, 1)
         self.asked = 0
+        self.torn = 0  # reads that met a record being rewritten
 
     def features(self):
         return struct.unpack_from("<I", self.m, 8)[0]
@@ -194,10 +195,14 @@ class Page:
         """The request record read whole (both sequence numbers equal), as a
         dict, or None after a few torn reads."""
         for _ in range(4):
+            # corrald's order: the last copy, the fields, then the first.
             end = struct.unpack_from("<I", self.m, 496)[0]
-            seq, inflight, started, count, ml, tl = struct.unpack_from("<IIQQHH", self.m, 64)
+            inflight, started, count, ml, tl = struct.unpack_from("<IQQHH", self.m, 68)
             method = bytes(self.m[96:96 + min(ml, 16)]).decode("latin1")
             target = bytes(self.m[112:112 + min(tl, 384)]).decode("utf-8", "replace")
+            seq = struct.unpack_from("<I", self.m, 64)[0]
+            if seq != end:
+                self.torn += 1
             if seq == end:
                 age = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - started) / 1e6
                 return {"seq": seq, "inflight": inflight, "count": count,

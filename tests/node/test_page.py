@@ -73,10 +73,15 @@ def test_record(node):
     """The record names the newest request in flight, with its start time
     and the count in flight; an older one is named again when the newest
     ends; none once all ended; a request whose client went away ends at
-    its close. Every record read is whole (sequence numbers equal)."""
+    its close. Every record read is whole (sequence numbers equal). The
+    record is offered (feature bit 0) only once an http server published
+    a request: until then a blocked app's request is unknown, not none."""
     w = page_worker(node)
     try:
         w.wait_ready()
+        f = features(w, F_STACK)
+        assert f == F_STACK, f
+        assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
         f = features(w, F_REQUEST | F_STACK)
         assert f == F_REQUEST | F_STACK, f
         r = record(w, lambda r: r["inflight"] == 0)
@@ -146,13 +151,16 @@ def test_stack(node):
 
 def test_stack_claimed(node):
     """An app that reads CORRAL_PAGE_FD itself keeps the page: the agent
-    writes nothing more to it (its helper stops answering)."""
+    offers nothing on it (features 0, also after its helper thread booted,
+    50-800 ms later) and writes nothing more to it (its helper stops
+    answering)."""
     code = ("const fd = process.env.CORRAL_PAGE_FD;"
             "require('http').createServer((q, r) => r.end(String(fd))).listen({fd: 3});")
     w = Worker(node, code, node_args=PRELOAD + ["-e"], notify=False, page=True)
     try:
         w.wait_ready()
-        features(w, F_REQUEST | F_STACK)
+        time.sleep(1.0)  # past the helper's boot
+        assert w.page.features() == 0, w.page.features()
         before = w.page.request()
         st = ct.http_get("127.0.0.1", w.port, "/x")
         assert st[0] == 200 and st[2] == b"5", st
@@ -172,6 +180,8 @@ def test_record_exit(node):
     w = page_worker(node)
     try:
         w.wait_ready()
+        features(w, F_STACK)
+        assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
         features(w, F_REQUEST | F_STACK)
         c = socket.create_connection(("127.0.0.1", w.port))
         c.sendall(b"GET /throw?why=1 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -212,6 +222,7 @@ def test_corrald_hang(node):
     sub = c.subscribe()
     try:
         pid = c.live_pids()[0]
+        c.get("/")  # the first request: the record is offered from it on
         ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 15,
                     what="the agent's record on the page")
         req = c.start_request(path, timeout=30)
@@ -282,11 +293,34 @@ def test_corrald_not_interruptible(node):
         c.close()
 
 
+def test_corrald_net(node):
+    """An app that serves plain net (no http server publishes requests):
+    the agent offers no record, so a worker stuck in its handler shows its
+    request as unknown (null), never as "none being served"."""
+    code = ("require('net').createServer((s) => s.on('data', () => {"
+            " const end = Date.now() + 2000; while (Date.now() < end); s.end('x'); }))"
+            ".listen({fd: 3});")
+    c = ct.Corrald("--node-agent", workers=1, command=[node, "-e", code], name="nnet")
+    try:
+        ct.wait_for(lambda: c.worker(1).get("last_report_ago_ms") is not None, 15,
+                    what="the agent's first report")
+        with socket.create_connection((c.host, c.port)) as s:
+            s.sendall(b"spin")
+            time.sleep(0.5)
+            w = c.worker(1)
+            assert w["request"] is None, w["request"]
+            s.settimeout(10)
+            assert s.recv(1) == b"x"
+    finally:
+        c.close()
+
+
 def test_corrald_crash(node):
     """An uncaught exception thrown by a handler: the crash's post-mortem
     names the request it was serving."""
     c = corrald(node, name="ncrash")
     try:
+        c.get("/")  # the first request: the record is offered from it on
         ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 15,
                     what="the agent's record on the page")
         pid = c.live_pids()[0]

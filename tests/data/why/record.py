@@ -35,11 +35,11 @@ def reported(c, seconds):
     trend says so)."""
     ct.wait_for(lambda: (c.workers()[0].get("heap_used_bytes") or 0) > 0, 20, interval=0.1,
                 what="the agent's first report")
-    ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 20,
-                what="the agent's record on the page")
     for _ in range(seconds * 4):
         c.get("/")
         time.sleep(0.25)
+    ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 20,
+                what="the agent's record on the page")
     return c.live_pids()[0]
 
 
