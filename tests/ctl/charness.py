@@ -23,7 +23,7 @@ def exe(var):
 
 
 def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
+    print("FAIL: " + (msg if isinstance(msg, str) else repr(msg)), file=sys.stderr)
     sys.exit(1)
 
 
