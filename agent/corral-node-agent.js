@@ -365,9 +365,10 @@
   // diagnostics_channel: http.server.request.start (published before the
   // server's 'request' event, so before the app's handler runs) and
   // http.server.response.finish; a response closed without finishing (the
-  // client went away) ends at its 'close'. Both channels carry {request,
-  // response, socket, server} on Node 16 to 20, for every http and https
-  // server of the process.
+  // client went away, the app destroyed it, a timeout) ends when its socket
+  // closes: an HTTP/1 response closes unfinished only with its socket. Both
+  // channels carry {request, response, socket, server} on Node 16 to 20, for
+  // every http and https server of the process.
   //
   // Node cannot map the page, and a pwrite per change costs the main
   // thread too much: the fs.writeSync of the 436-byte record took 1.8-2.2
@@ -384,16 +385,22 @@
   // itself, and it writes every change itself while no helper mirrors.
   //
   // Per request on the main thread: two record fills in shared memory, a
-  // Map set and delete, one 'close' listener, two atomic loads; the list's
-  // nodes come from a free list, so nothing is allocated per request once
-  // as many were in flight.
+  // node stored on the response and on its socket under a Symbol (a Map
+  // keyed by the response and a 'close' listener per response cost 4x as
+  // much), two atomic loads; one 'close' listener per connection, not per
+  // request; the list's nodes come from a free list, so nothing is
+  // allocated per request once as many were in flight.
   function makePage(fd) {
     // The shared record: PAGE.REQ_LEN bytes, then the control words.
     const shared = typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object'
       ? new SharedArrayBuffer(SHARED.LEN) : null;
     const rec = shared ? Buffer.from(shared, 0, PAGE.REQ_LEN) : Buffer.alloc(PAGE.REQ_LEN);
     const i32 = shared ? new Int32Array(shared) : null;
-    const live = new Map(); // ServerResponse -> its node
+    // A response in flight carries its node (null once ended); a socket,
+    // the newest node in flight on it (HTTP/1 pipelining may queue more:
+    // .older links them) and whether its 'close' is watched.
+    const NODE = Symbol('corralPageNode');
+    const SOCKET_NEWEST = Symbol('corralPageNewest');
     let tail = null;        // newest in flight (the record names it); .prev: older ones
     let spare = null;       // free nodes, at most FREE_MAX
     let spareCount = 0;
@@ -474,7 +481,8 @@
         spare = n.next;
         spareCount--;
       } else {
-        n = { prev: null, next: null, id: 0, method: '', url: '', t: 0 };
+        n = { prev: null, next: null, id: 0, method: '', url: '', t: 0,
+          res: null, socket: null, older: null, newer: null };
       }
       n.method = typeof req.method === 'string' ? req.method : '';
       n.url = typeof req.url === 'string' ? req.url : '';
@@ -483,17 +491,42 @@
       n.next = null;
       if (tail !== null) tail.next = n;
       tail = n;
-      live.set(res, n);
+      n.res = res;
+      res[NODE] = n;
       inflight++;
       n.id = ++count;
-      res.on('close', onClose);
+      const socket = msg.socket;
+      if (socket !== null && typeof socket === 'object' && typeof socket.once === 'function') {
+        const newest = socket[SOCKET_NEWEST];
+        if (newest === undefined) {
+          socket.once('close', onSocketClose);
+        } else if (newest !== null) {
+          n.older = newest;
+          newest.newer = n;
+        }
+        socket[SOCKET_NEWEST] = n;
+        n.socket = socket;
+      } else {
+        res.once('close', onClose); // no socket to watch
+      }
       write();
     }
 
     function end(res) {
-      const n = live.get(res);
-      if (n === undefined) return;
-      live.delete(res);
+      const n = res[NODE];
+      if (n === undefined || n === null) return;
+      res[NODE] = null;
+      endNode(n);
+    }
+
+    function endNode(n) {
+      if (n.socket !== null) {
+        if (n.older !== null) n.older.newer = n.newer;
+        if (n.newer !== null) n.newer.older = n.older;
+        else n.socket[SOCKET_NEWEST] = n.older;
+        n.socket = n.older = n.newer = null;
+      }
+      n.res = null;
       if (n.prev !== null) n.prev.next = n.next;
       if (n.next !== null) n.next.prev = n.prev;
       else tail = n.prev;
@@ -516,6 +549,14 @@
 
     function onClose() {
       end(this);
+    }
+
+    // The socket closed: its responses still in flight never finish.
+    function onSocketClose() {
+      for (let n = this[SOCKET_NEWEST]; n !== null && n !== undefined; n = this[SOCKET_NEWEST]) {
+        n.res[NODE] = null;
+        endNode(n);
+      }
     }
 
     // The last word goes out from here: the helper may be gone already.
