@@ -208,7 +208,7 @@ class Page:
                 return {"seq": seq, "inflight": inflight, "count": count,
                         "method": method if started else None,
                         "target": target if started else None,
-                        "age_ms": age if started else None}
+                        "age_ms": age if started else None, "lengths": (ml, tl)}
         return None
 
     def ask_stack(self):

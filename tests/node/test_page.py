@@ -107,12 +107,30 @@ def test_record(node):
                what="the abandoned request named")
         c.close()
         r = record(w, lambda r: r["inflight"] == 0, what="the abandoned request ended")
+        assert r["target"] is None and r["lengths"] == (0, 0), r
+        # Two pipelined requests on one connection that goes away: both end
+        # at its close (the agent watches the socket, not each response).
+        c = socket.create_connection(("127.0.0.1", w.port))
+        c.sendall(b"GET /wait?ms=20000&p1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"GET /wait?ms=20000&p2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        record(w, lambda r: r["inflight"] == 2 and r["target"] == "/wait?ms=20000&p2",
+               what="the second pipelined request named")
+        c.close()
+        r = record(w, lambda r: r["inflight"] == 0, what="both pipelined requests ended")
         assert r["target"] is None, r
+        # The same target again after none: named whole (its bytes are kept
+        # in the record, only its length comes back).
+        for i in range(2):
+            e = start(w, "/wait?ms=300&again")
+            r = record(w, lambda r: r["inflight"] == 1, what=f"the same target, {i + 1}")
+            assert r["method"] == "GET" and r["target"] == "/wait?ms=300&again", r
+            assert e.result()[0] == 200
+            record(w, lambda r: r["inflight"] == 0, what="none in flight again")
         # A long target is cut to 384 bytes.
         long = "/wait?ms=2000&" + "x" * 500
         d = start(w, long)
         r = record(w, lambda r: r["inflight"] == 1, what="the long request named")
-        assert r["target"] == long[:384] and r["count"] == rb["count"] + 2, r
+        assert r["target"] == long[:384] and r["count"] == rb["count"] + 6, r
         assert d.result()[0] == 200
         print(f"record ok: {record(w, lambda r: r['inflight'] == 0)}")
     finally:
