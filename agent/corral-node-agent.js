@@ -71,11 +71,33 @@
   // The request record the main thread shares with the stack helper
   // (makePage): the record's bytes, then control words (Int32 indexes).
   const SHARED = {
-    LEN: 448,
+    LEN: 456,
     SEQ_END: 108,  // the record's second sequence number (its first is index 0)
     MIRROR: 110,   // 0: the main thread writes the page; 1: the helper mirrors; 2: nobody
     WAITING: 111,  // 1 while the helper sleeps until the record changes
+    FEATURES: 112, // the page's features: each thread sets its own bit (setFeatures)
   };
+
+  // The page's features, from either thread: the main thread's bit 0 (once
+  // an http server published a request), the helper's bit 1 (once it
+  // answers; it must not wait for the main thread, which may be stuck
+  // already). Each sets or clears its bit in the shared word, writes the
+  // word, and looks again: a thread that wrote a stale word sees the change
+  // and writes again, so the page ends with the word. Once the app claimed
+  // the page (MIRROR 2) the word written is 0. io: that thread's fs.
+  function setFeatures(io, fd, i32, set, clear) {
+    if (set) Atomics.or(i32, SHARED.FEATURES, set);
+    if (clear) Atomics.and(i32, SHARED.FEATURES, ~clear);
+    const now = () =>
+      (Atomics.load(i32, SHARED.MIRROR) === 2 ? 0 : Atomics.load(i32, SHARED.FEATURES));
+    const b = Buffer.alloc(4);
+    for (let tries = 0; tries < 8; tries++) {
+      const v = now();
+      b.writeUInt32LE(v >>> 0, 0);
+      io.writeSync(fd, b, 0, 4, PAGE.OFF_FEATURES);
+      if (now() === v) return;
+    }
+  }
 
   // Writes the record rec (PAGE.REQ_LEN bytes) to the page in three
   // pwrites, in the order its readers rely on: the first sequence number,
@@ -441,7 +463,6 @@
     let heldMl = 0;
     let heldTl = 0;
     let helper = null;
-    let stackUp = false; // the helper answers stack requests
     let httpSeen = false; // an http server published a request: the record is real
     let channels = null;
     // CLOCK_MONOTONIC ns, as corrald reads it: performance.now() runs on
@@ -638,14 +659,14 @@
       putFeaturesTo(fd, bits);
     }
 
-    // The features, from the main thread only: the request record once an
-    // http server published a request (an app serving net or http2 has no
-    // record, and corrald reads unknown, not "none being served"), stacks
-    // once the helper said it answers.
+    // The request record is offered once an http server published a
+    // request (an app serving net or http2 has no record, and corrald
+    // reads unknown, not "none being served").
     function offer() {
       if (fd < 0) return;
       try {
-        putFeatures((httpSeen ? PAGE.F_REQUEST : 0) | (stackUp ? PAGE.F_STACK : 0));
+        if (i32) setFeatures(fs, fd, i32, PAGE.F_REQUEST, 0);
+        else putFeatures(PAGE.F_REQUEST);
       } catch (e) {
         broken(e);
       }
@@ -684,18 +705,18 @@
         });
         helper.unref();
         helper.on('error', (e) => warn(`stack helper failed: ${e && e.message}; stacks not answered`));
-        helper.on('message', (m) => {
-          if (m !== 'ready') return;
-          stackUp = true;
-          offer();
-        });
         helper.on('exit', () => {
           if (i32 && Atomics.load(i32, SHARED.MIRROR) === 1) {
             Atomics.store(i32, SHARED.MIRROR, 0);
             if (fd >= 0) pwrite(); // the record as it is now, not as last mirrored
           }
-          stackUp = false;
-          offer();
+          if (fd >= 0 && i32) {
+            try {
+              setFeatures(fs, fd, i32, 0, PAGE.F_STACK); // no more answers
+            } catch (e) {
+              broken(e);
+            }
+          }
         });
       } catch (e) {
         helper = null;
@@ -1039,9 +1060,13 @@
       // The word before stacks are offered: a request made between this
       // and the first look is still answered.
       seen = readRequest();
-      // The main thread is the features' one writer: it offers stacks
-      // once told (makePage, offer()).
-      threads.parentPort.postMessage('ready');
+      if (data.shared) {
+        setFeatures(fs, fd, new Int32Array(data.shared), PAGE.F_STACK, 0);
+      } else {
+        const f = Buffer.alloc(4);
+        f.writeUInt32LE((data.features | PAGE.F_STACK) >>> 0, 0);
+        fs.writeSync(fd, f, 0, 4, PAGE.OFF_FEATURES);
+      }
     } catch (e) {
       stop(e.code || e.message);
       return;

@@ -240,6 +240,9 @@ def test_corrald_hang(node):
     sub = c.subscribe()
     try:
         pid = c.live_pids()[0]
+        # The helper thread boots 50-800 ms after the app: a hang before
+        # that has no stack to give.
+        ct.wait_for(lambda: ctl_stack(c)[0] == 0, 15, what="stacks answered")
         c.get("/")  # the first request: the record is offered from it on
         ct.wait_for(lambda: (c.worker(1).get("request") or {}).get("inflight") == 0, 15,
                     what="the agent's record on the page")
