@@ -76,6 +76,7 @@
     MIRROR: 110,   // 0: the main thread writes the page; 1: the helper mirrors; 2: nobody
     WAITING: 111,  // 1 while the helper sleeps until the record changes
     FEATURES: 112, // the page's features: each thread sets its own bit (setFeatures)
+    CLAIMED: 113,  // 1 once the app keeps the page itself: the features are 0
   };
 
   // The page's features, from either thread: the main thread's bit 0 (once
@@ -84,12 +85,13 @@
   // already). Each sets or clears its bit in the shared word, writes the
   // word, and looks again: a thread that wrote a stale word sees the change
   // and writes again, so the page ends with the word. Once the app claimed
-  // the page (MIRROR 2) the word written is 0. io: that thread's fs.
+  // the page (CLAIMED; not MIRROR 2, which an exit sets too) the word
+  // written is 0. io: that thread's fs.
   function setFeatures(io, fd, i32, set, clear) {
     if (set) Atomics.or(i32, SHARED.FEATURES, set);
     if (clear) Atomics.and(i32, SHARED.FEATURES, ~clear);
     const now = () =>
-      (Atomics.load(i32, SHARED.MIRROR) === 2 ? 0 : Atomics.load(i32, SHARED.FEATURES));
+      (Atomics.load(i32, SHARED.CLAIMED) === 1 ? 0 : Atomics.load(i32, SHARED.FEATURES));
     const b = Buffer.alloc(4);
     for (let tries = 0; tries < 8; tries++) {
       const v = now();
@@ -763,6 +765,7 @@
         if (state.appPage) return;
         state.appPage = true;
         const was = fd;
+        if (i32) Atomics.store(i32, SHARED.CLAIMED, 1); // a helper's setFeatures writes 0
         stop(); // fd -1 first: nothing offers after this
         if (was < 0) return;
         // The page is the app's: it offers nothing the agent would answer.
