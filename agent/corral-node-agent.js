@@ -14,8 +14,8 @@
 //   STOPPING=1  when that server closes (the app began to drain).
 //
 // And it keeps the worker page (CORRAL_PAGE_FD, docs/worker-protocol.md,
-// "The worker page"): the request being served, from diagnostics_channel's
-// http.server events (kept in shared memory by the main thread, copied into
+// "The worker page"): the request being served, from that server's
+// 'request' events (kept in shared memory by the main thread, copied into
 // the page by a helper thread), and the JS stack of the main thread on
 // corrald's request, which that helper (worker_threads) takes through the
 // inspector even while the main thread is stuck in a loop.
@@ -402,14 +402,21 @@
   // stack helper it starts.
   //
   // The record names the newest request started and not finished (a
-  // handler that blocks the loop blocks inside it). The requests come from
-  // diagnostics_channel: http.server.request.start (published before the
-  // server's 'request' event, so before the app's handler runs) and
-  // http.server.response.finish; a response closed without finishing (the
-  // client went away, the app destroyed it, a timeout) ends when its socket
-  // closes: an HTTP/1 response closes unfinished only with its socket. Both
-  // channels carry {request, response, socket, server} on Node 16 to 20, for
-  // every http and https server of the process.
+  // handler that blocks the loop blocks inside it). The requests are those
+  // of the app's server on fd 3: the agent's own 'request' listener, put
+  // first (prependListener, so it runs before the app's handler), calls
+  // began(); the response's 'close' (emitted once it finished, or when the
+  // connection went away) calls ended(). Both listeners are the ones that
+  // count X_REQUESTS and X_INFLIGHT, with or without the page: what the page
+  // adds per request is the record's stores. Pipelined responses still
+  // queued when their socket closes get no 'close' of their own: they end
+  // at their socket's, which the agent watches once per connection.
+  //
+  // diagnostics_channel's http.server.request.start/response.finish would
+  // see every http server of the process, but cost an unmodified app +2-4 %
+  // CPU per /light request with empty subscribers (Node builds a message
+  // object per publish), as much again as the record's own work: a server
+  // the app makes on another port is not named (docs/worker-protocol.md).
   //
   // Node cannot map the page, and a pwrite per change costs the main
   // thread too much: the fs.writeSync of the 436-byte record took 1.8-2.2
@@ -426,14 +433,11 @@
   // itself, and it writes every change itself while no helper mirrors.
   //
   // Per request on the main thread: two record fills in shared memory, a
-  // node stored on the response and on its socket under a Symbol (a Map
-  // keyed by the response and a 'close' listener per response cost 4x as
-  // much), two atomic loads; one 'close' listener per connection, not per
-  // request; the list's nodes come from a free list, so nothing is
-  // allocated per request once as many were in flight. Both channels'
-  // publishes with these subscribers, in a loop of 2e6 (Node 20): 0.25 us a
-  // request, 0.06 us of it the publishes themselves (0.90 us with a Map, a
-  // listener per response and Buffer writes).
+  // node stored on the response and on its socket under a Symbol (not a
+  // Map keyed by the response: slower), two atomic loads; one 'close'
+  // listener per connection; the
+  // list's nodes come from a free list, so nothing is allocated per
+  // request once as many were in flight.
   function makePage(fd) {
     // The shared record: PAGE.REQ_LEN bytes, then the control words.
     const shared = typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object'
@@ -446,12 +450,12 @@
     const le = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
     const u32 = le ? new Uint32Array(rec.buffer, rec.byteOffset, PAGE.REQ_LEN >> 2) : null;
     const u16 = le ? new Uint16Array(rec.buffer, rec.byteOffset, PAGE.REQ_LEN >> 1) : null;
-    // A response in flight carries its node (null once ended); a socket,
-    // the newest node in flight on it (HTTP/1 pipelining may queue more:
-    // .older links them) and whether its 'close' is watched.
-    const NODE = Symbol('corralPageNode');
+    // A node per request in flight, in a list by age; a socket carries the
+    // newest node in flight on it (HTTP/1 pipelining may queue more: .older
+    // links them) and whether its 'close' is watched.
     const SOCKET_NEWEST = Symbol('corralPageNewest');
     let tail = null;        // newest in flight (the record names it); .prev: older ones
+    let head = null;        // oldest in flight; .next: newer ones
     let spare = null;       // free nodes, at most FREE_MAX
     let spareCount = 0;
     const FREE_MAX = 256;
@@ -465,8 +469,7 @@
     let heldMl = 0;
     let heldTl = 0;
     let helper = null;
-    let httpSeen = false; // an http server published a request: the record is real
-    let channels = null;
+    let httpSeen = false; // the server has had a request: the record is real
     // CLOCK_MONOTONIC ns, as corrald reads it: performance.now() runs on
     // the same clock (uv_hrtime) and allocates nothing, unlike hrtime().
     const base = Number(process.hrtime.bigint()) - perf.performance.now() * 1e6;
@@ -553,14 +556,13 @@
       pwrite();
     }
 
-    function onStart(msg) {
+    // A request of the app's server, before the app's handler sees it.
+    function began(req, res) {
       if (fd < 0) return;
       if (!httpSeen) {
         httpSeen = true;
         offer();
       }
-      const res = msg.response;
-      const req = msg.request;
       let n = spare;
       if (n !== null) {
         spare = n.next;
@@ -575,12 +577,12 @@
       n.prev = tail;
       n.next = null;
       if (tail !== null) tail.next = n;
+      else head = n;
       tail = n;
       n.res = res;
-      res[NODE] = n;
       inflight++;
       n.id = ++count;
-      const socket = msg.socket;
+      const socket = req.socket;
       if (socket !== null && typeof socket === 'object' && typeof socket.once === 'function') {
         const newest = socket[SOCKET_NEWEST];
         if (newest === undefined) {
@@ -591,17 +593,23 @@
         }
         socket[SOCKET_NEWEST] = n;
         n.socket = socket;
-      } else {
-        res.once('close', onClose); // no socket to watch
       }
       write();
     }
 
-    function end(res) {
-      const n = res[NODE];
-      if (n === undefined || n === null) return;
-      res[NODE] = null;
-      endNode(n);
+    // The response's 'close': it finished, or its connection went away.
+    // Looked up from the oldest: responses mostly end in the order their
+    // requests came (HTTP/1 answers a connection's requests in order), so
+    // the first node is the one. Nothing is stored on the response: a
+    // property added to every ServerResponse gives Node's own http code
+    // objects of two shapes to handle.
+    function ended(res) {
+      for (let n = head; n !== null; n = n.next) {
+        if (n.res === res) {
+          endNode(n);
+          return;
+        }
+      }
     }
 
     function endNode(n) {
@@ -613,6 +621,7 @@
       }
       n.res = null;
       if (n.prev !== null) n.prev.next = n.next;
+      else head = n.next;
       if (n.next !== null) n.next.prev = n.prev;
       else tail = n.prev;
       n.prev = null;
@@ -628,18 +637,9 @@
       if (fd >= 0) write();
     }
 
-    function onFinish(msg) {
-      end(msg.response);
-    }
-
-    function onClose() {
-      end(this);
-    }
-
     // The socket closed: its responses still in flight never finish.
     function onSocketClose() {
       for (let n = this[SOCKET_NEWEST]; n !== null && n !== undefined; n = this[SOCKET_NEWEST]) {
-        n.res[NODE] = null;
         endNode(n);
       }
     }
@@ -672,25 +672,6 @@
       } catch (e) {
         broken(e);
       }
-    }
-
-    // Subscribes to the http server channels: true when it could.
-    function subscribe() {
-      let dc;
-      try {
-        dc = require('node:diagnostics_channel');
-      } catch (e) {
-        return false;
-      }
-      const pairs = [['http.server.request.start', onStart], ['http.server.response.finish', onFinish]];
-      // Channel objects are held here: on some Node versions a channel
-      // nobody references can be collected with its subscribers.
-      channels = pairs.map(([name]) => dc.channel(name));
-      for (let i = 0; i < pairs.length; i++) {
-        if (typeof dc.subscribe === 'function') dc.subscribe(pairs[i][0], pairs[i][1]);
-        else channels[i].subscribe(pairs[i][1]);
-      }
-      return true;
     }
 
     // The stack helper: a worker thread of the agent's own (this very
@@ -728,18 +709,16 @@
 
     function start() {
       if (fd < 0) return;
-      let features = 0;
       write(); // none being served yet
       if (fd < 0) return;
       try {
-        if (subscribe()) features |= PAGE.F_REQUEST; // subscribed: the helper mirrors
         putFeatures(0); // offered as they come true (offer())
       } catch (e) {
         broken(e);
         return;
       }
-      if (features & PAGE.F_REQUEST) process.on('exit', onExit);
-      startHelper(features);
+      process.on('exit', onExit);
+      startHelper(PAGE.F_REQUEST); // the helper mirrors the record
     }
 
     // No more writes: the page is broken, or the app keeps it itself.
@@ -761,6 +740,8 @@
         return fd;
       },
       start,
+      began,
+      ended,
       claimed() {
         if (state.appPage) return;
         state.appPage = true;
@@ -834,18 +815,25 @@
   function becomeReady(status) {
     if (state.ready) return;
     state.ready = true;
-    reporter.start();
+    if (reporter) reporter.start();
     send({ READY: 1, STATUS: status });
   }
 
-  // Counts the requests of an HTTP(S) server; a bare net.Server has none.
-  function countRequests(server) {
-    server.on('request', (req, res) => {
+  // A response's end: it finished, or its connection went away.
+  function onResponseClose() {
+    state.inflight--;
+    page.ended(this);
+  }
+
+  // Counts the requests of an HTTP(S) server (a bare net.Server has none)
+  // and names them in the worker page: the first 'request' listener, so it
+  // runs before the app's handler (makePage).
+  function followRequests(server) {
+    server.prependListener('request', (req, res) => {
       state.requests++;
       state.inflight++;
-      res.once('close', () => {
-        state.inflight--;
-      });
+      page.began(req, res);
+      res.once('close', onResponseClose);
     });
   }
 
@@ -856,7 +844,7 @@
     // carry maxHeadersCount; a bare net.Server has no requests to count.
     if ('maxHeadersCount' in server) {
       state.http = true;
-      countRequests(server);
+      followRequests(server);
     }
     server.once('close', () => send({ STOPPING: 1 }));
     // On the next tick: after the app's own 'listening' callbacks, for the
@@ -956,7 +944,15 @@
     warn(`disabled: ${e.message}`);
     return;
   }
-  if (state.fd < 0) return;
+  if (state.fd < 0) {
+    // The page without the channel: the record still follows fd 3's server.
+    try {
+      if (listenFdIsOurs()) watchListen();
+    } catch (e) {
+      warn(`cannot follow the server: ${e.message}`);
+    }
+    return;
+  }
   try {
     // A spare speaks at once: under --ready auto, corrald takes a worker
     // silent for 1 s as ready, and would freeze a spare whose Node start-up

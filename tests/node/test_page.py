@@ -74,8 +74,8 @@ def test_record(node):
     and the count in flight; an older one is named again when the newest
     ends; none once all ended; a request whose client went away ends at
     its close. Every record read is whole (sequence numbers equal). The
-    record is offered (feature bit 0) only once an http server published
-    a request: until then a blocked app's request is unknown, not none."""
+    record is offered (feature bit 0) only once the server of fd 3 had a
+    request: until then a blocked app's request is unknown, not none."""
     w = page_worker(node)
     try:
         w.wait_ready()
