@@ -85,8 +85,9 @@ static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now, bool notic
 }
 
 /* Classifies the death and records it: history, counters, the slot's last
- * death (when the death is the slot's), the event. */
-static void record_death(struct cr_worker *w, uint64_t now)
+ * death (when the death is the slot's), the event. Returns the post-mortem
+ * (the caller frees it). */
+static struct cr_postmortem *record_death(struct cr_worker *w, uint64_t now)
 {
     struct cr_supervisor *sup = w->sup;
     assert(w->g.pid);
@@ -103,7 +104,7 @@ static void record_death(struct cr_worker *w, uint64_t now)
     died.reason = pm->reason;
     died.postmortem = pm;
     cr_supervisor_publish(sup, &died);
-    free(pm);
+    return pm;
 }
 
 /* Classifies and records the death; what follows is its role's exit event
@@ -114,8 +115,10 @@ enum cr_wevent cr_death_path_act_reap(struct cr_worker *w)
     uint64_t now = cr_now_ms(sup);
     cr_worker_clear_deadline(w);
     hand_over(w, now, false);
-    record_death(w, now);
-    cr_diag_release(sup->host.diag, &w->g, true); /* kept if it holds evidence */
+    struct cr_postmortem *pm = record_death(w, now);
+    /* Kept if the post-mortem found evidence there: it has just read it. */
+    cr_diag_release(sup->host.diag, &w->g, pm);
+    free(pm);
     cr_freeze_release(&w->g);
     cr_cgworker_release(&w->g);
     w->g.pid = 0;

@@ -133,7 +133,7 @@ static void worker_remove(struct cr_worker *w)
         cr_worker_retire(w);
     cr_mem_free(&w->g.mem);
     cr_page_release(&w->g);
-    cr_diag_release(sup->host.diag, &w->g, false); /* its death released it already */
+    cr_diag_release(sup->host.diag, &w->g, NULL); /* its death released it already */
     cr_cg_prep_drop(&w->g);
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);

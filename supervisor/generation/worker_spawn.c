@@ -451,7 +451,7 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     }
 out:
     if (r < 0) /* no process: nothing will be written there */
-        cr_diag_release(h->diag, g, false);
+        cr_diag_release(h->diag, g, NULL);
     if (procs_fd >= 0)
         close(procs_fd);
     if (page_fd >= 0)
