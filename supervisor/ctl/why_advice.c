@@ -49,12 +49,17 @@ static void say_heap_limit(const struct ctl_why_facts *x, char *l1, char *l2)
                          : "Fix the retention (a heap snapshot near the limit shows it)");
 }
 
+/* Where the stack is when a core was dumped, else none (what to do then). */
+static const char *core_said(bool core, const char *none)
+{
+    return core ? "A core was dumped: open it (coredumpctl gdb) for the stack." : none;
+}
+
 static void say_abort(const struct ctl_why_facts *x, char *l1, char *l2)
 {
     snprintf(l2, MAX, "%s Read the last output lines above for the assertion.",
-             x->core ? "A core was dumped: open it (coredumpctl gdb) for the stack."
-                     : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) to "
-                       "get the stack next time.");
+             core_said(x->core, "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) "
+                                "to get the stack next time."));
 }
 
 static void say_oom_own_limit(const struct ctl_why_facts *x, char *l1, char *l2)
@@ -98,9 +103,8 @@ static void say_watchdog_kill(const struct ctl_why_facts *x, char *l1, char *l2)
 static void say_crash(const struct ctl_why_facts *x, char *l1, char *l2)
 {
     snprintf(l2, MAX, "%s",
-             x->core ? "A core was dumped: open it (coredumpctl gdb) for the stack."
-                     : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) and "
-                       "get the stack from the next one.");
+             core_said(x->core, "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) "
+                                "and get the stack from the next one."));
 }
 
 static void say_exit_clean(const struct ctl_why_facts *x, char *l1, char *l2)
