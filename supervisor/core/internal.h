@@ -1,6 +1,6 @@
 /* The data of the supervisor core: the worker table and the supervisor
- * that owns it. The core's files (supervisor.c with recycle.c, spares.c,
- * trace.c and pacer.c, operations.c, view.c), the inputs that keep
+ * that owns it. The core's files (supervisor.c with death_path.c,
+ * recycle.c, spares.c, trace.c and pacer.c, operations.c, view.c), the inputs that keep
  * per-worker readings (memwatch.c, worker_notify.c), the accept watch
  * (acceptwatch.c), the scaler (scaler.c) and main.c's wiring see inside; the outputs
  * read through view.h. scripts/include-graph holds that list.
@@ -38,7 +38,7 @@ struct cr_drain {
 };
 
 /* What the last death's post-mortem said, for the restart policy
- * (supervisor.c). */
+ * (death_path.c). */
 struct cr_death_brief {
     enum cr_death category;
     bool planned; /* corrald retired it on purpose (recycle, stop) */
@@ -99,7 +99,7 @@ struct cr_tracer {
     uv_timer_t poll; /* runs while a worker in `tracing` has not answered */
 };
 
-/* The deaths on record (supervisor.c). */
+/* The deaths on record (death_path.c). */
 struct cr_deaths {
     struct cr_history *history;
     unsigned by_category[_CR_DEATH_MAX];

@@ -1,7 +1,8 @@
-/* The supervisor core: the lifecycle table's driver and its actions,
- * reaping and the restart policy. Rolling replacement is in recycle.c, the
- * warm spares' actions in spares.c, the spawn pacer in pacer.c
- * (supervisor_int.h joins the files). A process's own machinery (its
+/* The supervisor core: the lifecycle table's driver and its actions.
+ * What follows a death (the reap's record, the restart policy's word, the
+ * hand-over to a spare) is in death_path.c, rolling replacement in
+ * recycle.c, the warm spares' actions in spares.c, the spawn pacer in
+ * pacer.c (supervisor_int.h joins the files). A process's own machinery (its
  * spawn, descriptors, reap, cgroup) is generation/'s; what the outside
  * asks for (scale, reload, stop, start-up) is operations.c's. What happens
  * is published as events (events.h); no output is named here. */
@@ -16,11 +17,8 @@
 #include <string.h>
 
 #include "cgprep.h"
-#include "cgworker.h"
 #include "clock.h"
 #include "diag.h"
-#include "freeze.h"
-#include "history.h"
 #include "internal.h"
 #include "log.h"
 #include "memread.h"
@@ -30,7 +28,6 @@
 #include "supervisor_int.h"
 #include "uvclose.h"
 #include "wio.h"
-#include "worker_death.h"
 #include "worker_spawn.h"
 
 static void on_deadline(uv_timer_t *t)
@@ -136,7 +133,7 @@ static void worker_remove(struct cr_worker *w)
         cr_worker_retire(w);
     cr_mem_free(&w->g.mem);
     cr_page_release(&w->g);
-    cr_diag_release(sup->host.diag, &w->g, false); /* its death released it already */
+    cr_diag_release(sup->host.diag, &w->g, NULL); /* its death released it already */
     cr_cg_prep_drop(&w->g);
     uv_close((uv_handle_t *)&w->deadline, worker_freed);
     cr_supervisor_maybe_finish(sup);
@@ -450,138 +447,6 @@ struct cr_restart_policy cr_supervisor_restart_policy(const struct cr_supervisor
     };
 }
 
-/* The restart policy's word on a death in w's slot, kept in the slot for
- * the cell it leads to; counted among the slot's restarts. */
-static void decide(struct cr_worker *w, uint64_t now, const struct cr_life *life,
-                   bool exec_failed)
-{
-    struct cr_slot *slot = w->slot;
-    struct cr_restart_policy p = cr_supervisor_restart_policy(w->sup);
-    /* Nothing will change by retrying fast when the program is not there. */
-    slot->decision = exec_failed ? cr_restart_fail(&p, &slot->restart, false)
-                                 : cr_restart_decide(&p, &slot->restart, now, life);
-    slot->restarts++;
-}
-
-/* What the policy knows of w's life, ended at now. */
-static struct cr_life life_of(const struct cr_worker *w, uint64_t now, uint64_t uptime_ms,
-                              bool planned)
-{
-    return (struct cr_life){
-        .uptime_ms = uptime_ms,
-        .ready = w->ready_at != 0,
-        .served_ms = w->ready_at ? now - w->ready_at : 0,
-        .planned = planned,
-    };
-}
-
-/* The policy's answers that start the slot again (and so may promote). */
-static bool restarts(enum cr_wevent e)
-{
-    return e == CR_WE_RESTART || e == CR_WE_REPLACE;
-}
-
-/* A slot's worker is dying: when the slot goes on and a spare is frozen,
- * the spare takes it now, so that it serves while the kernel frees the
- * dead one's memory (an exit notice) or while corrald reads its
- * post-mortem (a reap). The policy is asked as at any death ("planned"
- * from the kill ledger, as the post-mortem's own answer does); a crash
- * loop keeps its spare frozen. Without an heir the policy's word is taken
- * back: the reap asks it once, as for any death. Returns the heir or NULL. */
-static struct cr_worker *hand_over(struct cr_worker *w, uint64_t now, bool notice)
-{
-    struct cr_supervisor *sup = w->sup;
-    struct cr_slot *slot = w->slot;
-    /* A program not known to have run gains nothing from a spare: its exec
-     * failed (the reap has read the pipe), or it is not told yet. */
-    if (w->role != CR_ROLE_HOLDER || !slot || sup->phase == CR_PHASE_STOPPING ||
-        !cr_io_execd(&w->g) || !cr_spare_frozen(sup))
-        return NULL;
-    struct cr_restart_state restart = slot->restart;
-    unsigned count = slot->restarts;
-    enum cr_kill_reason why = w->g.ledger.reason;
-    struct cr_life life = life_of(w, now, now - w->g.spawned_at,
-                                  why == CR_KILL_STOP || why == CR_KILL_RECYCLE);
-    decide(w, now, &life, false);
-    struct cr_worker *heir = restarts(slot->decision.event) ? cr_spare_promote(w, notice) : NULL;
-    if (!heir) {
-        slot->restart = restart;
-        slot->restarts = count;
-    }
-    return heir;
-}
-
-/* Classifies the death and records it: history, counters, the slot's last
- * death (when the death is the slot's), the event. */
-static void record_death(struct cr_worker *w, uint64_t now)
-{
-    struct cr_supervisor *sup = w->sup;
-    assert(w->g.pid);
-    struct cr_postmortem *pm = cr_worker_postmortem(&w->g, now);
-    if (!pm)
-        abort(); /* a supervisor without memory for 5 KiB cannot go on honestly */
-    cr_history_push(sup->deaths.history, pm);
-    sup->deaths.by_category[pm->category]++;
-    if (w->slot && cr_role_holds_slot(w->role))
-        cr_slot_record_death(w->slot, pm);
-    w->death = (struct cr_death_brief){
-        .category = pm->category, .planned = pm->planned, .uptime_ms = (uint64_t)pm->uptime_ms};
-    struct cr_event died = cr_worker_stamp(w, CR_EV_WORKER_DIED);
-    died.reason = pm->reason;
-    died.postmortem = pm;
-    cr_supervisor_publish(sup, &died);
-    free(pm);
-}
-
-/* Classifies and records the death; what follows is its role's exit event
- * (lifecycle.c), answered by a cell of `exited`. */
-static enum cr_wevent act_reap(struct cr_worker *w)
-{
-    struct cr_supervisor *sup = w->sup;
-    uint64_t now = cr_now_ms(sup);
-    cr_worker_clear_deadline(w);
-    hand_over(w, now, false);
-    record_death(w, now);
-    cr_diag_release(sup->host.diag, &w->g, true); /* kept if it holds evidence */
-    cr_freeze_release(&w->g);
-    cr_cgworker_release(&w->g);
-    w->g.pid = 0;
-    w->intent = CR_INTENT_NONE; /* a recycle or a drain asked of this process died with it */
-    cr_pacer_kick(sup);
-    return cr_role_exit_event(w->role);
-}
-
-/* The slot's worker died: the restart policy decides what follows. */
-static enum cr_wevent act_decide(struct cr_worker *w)
-{
-    struct cr_supervisor *sup = w->sup;
-    if (sup->phase == CR_PHASE_STOPPING) /* every worker retires on a stop */
-        return CR_WE_RETIRE;
-    uint64_t now = cr_now_ms(sup);
-    if (w->death.category == _CR_DEATH_MAX) { /* a spawn that made no process */
-        struct cr_restart_policy p = cr_supervisor_restart_policy(sup);
-        w->slot->decision = cr_restart_decide(&p, &w->slot->restart, now, &(struct cr_life){0});
-        return w->slot->decision.event;
-    }
-    struct cr_life life = life_of(w, now, w->death.uptime_ms, w->death.planned);
-    decide(w, now, &life, w->death.category == CR_DEATH_EXEC_FAILED);
-    return w->slot->decision.event;
-}
-
-/* The kernel's exit notice (exitnotice.c) of a serving worker: it is
- * dying but not yet reaped — its memory is still being freed, which takes
- * 3 ms for a small Node process and 100 ms for 1 GiB. With a frozen spare
- * the slot is handed over now instead of after the teardown; without one
- * (or in a crash loop) nothing changes: the reap decides as always. */
-static enum cr_wevent act_hand_over(struct cr_worker *w)
-{
-    uint64_t now = cr_now_ms(w->sup);
-    if (!hand_over(w, now, true))
-        return NOTHING;
-    w->handed_over_at = now;
-    return CR_WE_HANDED_OVER;
-}
-
 static enum cr_wevent act_await_reap(struct cr_worker *w)
 {
     /* Not capacity any more: scale, restart, reload and recycles pass it
@@ -650,16 +515,6 @@ static enum cr_wevent act_spawn(struct cr_worker *w)
     return NOTHING;
 }
 
-/* Fork, the cgroup or the descriptors failed: an unplanned death without
- * a process, answered by its role's exit event like a reap (a failed
- * replacement leaves the old worker serving; a failed spare throttles the
- * next; a slot's worker goes to the restart policy). */
-static enum cr_wevent act_spawn_failed(struct cr_worker *w)
-{
-    w->death = (struct cr_death_brief){.category = _CR_DEATH_MAX};
-    return cr_role_exit_event(w->role);
-}
-
 static enum cr_wevent act_arm_restart(struct cr_worker *w)
 {
     uint64_t delay = w->slot->decision.delay_ms;
@@ -709,10 +564,10 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_KILL_HARD] = act_kill_hard,
     [CR_WA_SEND_TERM] = act_send_term,
     [CR_WA_KILL_STOP_TIMEOUT] = act_kill_stop_timeout,
-    [CR_WA_REAP] = act_reap,
+    [CR_WA_REAP] = cr_death_path_act_reap,
     [CR_WA_QUEUE] = cr_pacer_act_queue,
     [CR_WA_SPAWN] = act_spawn,
-    [CR_WA_SPAWN_FAILED] = act_spawn_failed,
+    [CR_WA_SPAWN_FAILED] = cr_death_path_act_spawn_failed,
     [CR_WA_ARM_RESTART] = act_arm_restart,
     [CR_WA_MARK_FAILED] = act_mark_failed,
     [CR_WA_REMOVE] = act_remove,
@@ -725,7 +580,7 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_BECOME_SPARE] = cr_spare_act_become,
     [CR_WA_PROMOTE] = cr_spare_act_promote,
     [CR_WA_KILL_SPARE] = cr_spare_act_kill,
-    [CR_WA_HAND_OVER] = act_hand_over,
+    [CR_WA_HAND_OVER] = cr_death_path_act_hand_over,
     [CR_WA_AWAIT_REAP] = act_await_reap,
     [CR_WA_KILL_DYING] = act_kill_dying,
     [CR_WA_NOTE_EXEC_FAILED] = act_note_exec_failed,
@@ -734,7 +589,7 @@ const cr_action_fn cr_worker_actions[_CR_WA_MAX] = {
     [CR_WA_QUEUE_RECYCLE] = cr_recycle_act_queue,
     [CR_WA_RESTART_IN_PLACE] = cr_recycle_act_restart_in_place,
     [CR_WA_START_REPLACEMENT] = cr_recycle_act_start_replacement,
-    [CR_WA_DECIDE] = act_decide,
+    [CR_WA_DECIDE] = cr_death_path_act_decide,
     [CR_WA_PASS_SLOT] = cr_recycle_act_pass_slot,
     [CR_WA_REPLACEMENT_FAILED] = cr_recycle_act_failed,
     [CR_WA_SPARE_FAILED] = cr_spare_act_failed,

@@ -1,9 +1,10 @@
 /* The supervisor core's own seams: what supervisor.c, the lifecycle table's
- * driver, shares with the files that carry the rest of the core (recycle.c,
- * spares.c, trace.c, pacer.c). One module with supervisor.h: no other module of
- * corrald includes this file (scripts/include-graph checks it; the unit
- * test of the action list does), and none of these functions
- * assigns a state — cr_worker_event() alone does. */
+ * driver, shares with the files that carry the rest of the core
+ * (death_path.c, recycle.c, spares.c, trace.c, pacer.c). One module with
+ * supervisor.h: no other module of corrald includes this file
+ * (scripts/include-graph checks it; the unit test of the action list
+ * does), and none of these functions assigns a state — cr_worker_event()
+ * alone does. */
 #pragma once
 
 #include <stdbool.h>
@@ -50,6 +51,18 @@ struct cr_event cr_worker_stamp(const struct cr_worker *w, enum cr_event_type ty
 /* Why a draining worker goes: the drain's reason, unless corrald is killing
  * it already (a SIGKILL sent), then that kill's. */
 enum cr_kill_reason cr_worker_drain_reason(const struct cr_worker *w, const char **ret_text);
+
+/* ---- death_path.c: what follows a worker's end ---------------------------- */
+
+/* The table's actions on a death (CR_WA_REAP, _DECIDE, _HAND_OVER,
+ * _SPAWN_FAILED): the reap's record and the directory of node's reports
+ * released; the restart policy's word on a death in a slot; a dying
+ * holder's slot handed to a frozen spare on the kernel's exit notice; a
+ * spawn that made no process, taken as an unplanned death. */
+enum cr_wevent cr_death_path_act_reap(struct cr_worker *w);
+enum cr_wevent cr_death_path_act_decide(struct cr_worker *w);
+enum cr_wevent cr_death_path_act_hand_over(struct cr_worker *w);
+enum cr_wevent cr_death_path_act_spawn_failed(struct cr_worker *w);
 
 /* ---- recycle.c: rolling replacement -------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "when.h"
+#include "why_advice.h"
 
 #define LABEL     14 /* "  evidence    ": the indent of a section's values */
 #define SERIES_MS 60000.0
@@ -179,9 +180,8 @@ struct series {
     const char *label, *key;
     int cells;
     double v[60]; /* per cell; NAN: no sample */
-    double lo, hi, first, last;
-    double first_t, last_t;
-    bool known;
+    double lo, hi;
+    struct ctl_why_ends ends; /* the first and the last sample (why_advice.h) */
 };
 
 /* Folds the points of key into cells of 60 s / cells each (the peak of a
@@ -190,7 +190,7 @@ static void fold(struct series *s, const cJSON *points)
 {
     for (int i = 0; i < s->cells; i++)
         s->v[i] = NAN;
-    s->known = false;
+    s->ends.known = false;
     const cJSON *p;
     cJSON_ArrayForEach(p, points)
     {
@@ -203,15 +203,15 @@ static void fold(struct series *s, const cJSON *points)
         int cell = !(c >= 0) ? 0 : c >= s->cells ? s->cells - 1 : (int)c;
         if (isnan(s->v[cell]) || v > s->v[cell])
             s->v[cell] = v;
-        if (!s->known) {
-            s->lo = s->hi = s->first = v;
-            s->first_t = t;
-            s->known = true;
+        if (!s->ends.known) {
+            s->lo = s->hi = s->ends.first = v;
+            s->ends.first_t = t;
+            s->ends.known = true;
         }
         s->lo = fmin(s->lo, v);
         s->hi = fmax(s->hi, v);
-        s->last = v;
-        s->last_t = t;
+        s->ends.last = v;
+        s->ends.last_t = t;
     }
 }
 
@@ -244,7 +244,8 @@ static int cells_for(int width)
     return 12;
 }
 
-static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm, struct series *out)
+static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm,
+                         struct ctl_why_ends *out)
 {
     const cJSON *pts = get(pm, "memory_series");
     int cells = cells_for(o->width);
@@ -258,7 +259,7 @@ static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm,
         heading(f, o, "Memory, the last minute");
         fputs("  not recorded\n", f);
         for (int i = 0; i < 4; i++)
-            out[i] = s[i], out[i].known = false;
+            out[i] = (struct ctl_why_ends){.known = false};
         return;
     }
     char h[96];
@@ -267,14 +268,14 @@ static void print_memory(FILE *f, const struct ctl_why_opts *o, const cJSON *pm,
     if (cJSON_GetArraySize(pts) == 0) {
         fputs("  no sample: it died before corrald's first reading (or was a spare)\n", f);
         for (int i = 0; i < 4; i++)
-            out[i] = s[i], out[i].known = false;
+            out[i] = (struct ctl_why_ends){.known = false};
         return;
     }
     for (int i = 0; i < 4; i++) {
         fold(&s[i], pts);
-        out[i] = s[i];
+        out[i] = s[i].ends;
         label(f, s[i].label);
-        if (!s[i].known) {
+        if (!s[i].ends.known) {
             fputs(i == 3 ? "no group of its own\n" : "not reported\n", f);
             continue;
         }
@@ -532,168 +533,10 @@ static void print_stderr(FILE *f, const struct ctl_why_opts *o, const cJSON *pm)
 
 /* ---- what to do next ---- */
 
-struct facts {
-    const char *cat;
-    bool planned, core, request, stack, snapshot;
-    char limit[16], heap_limit[16], heap[16], rss[16];
-    const char *verdict;
-    double verdict_ago_ms; /* < 0: unknown */
-    struct series mem[4];  /* RSS, heap, external, group */
-};
-
-/* "the heap rose from 12M to 46M over the last 58s" when it rose by a
- * tenth or more; "" otherwise. */
-static void growth(const struct series *s, const char *what, char *buf, size_t len)
+static void print_advice(FILE *f, const struct ctl_why_opts *o, const struct ctl_why_facts *x)
 {
-    buf[0] = '\0';
-    if (!s->known || s->last <= s->first * 1.1 || s->last_t - s->first_t < 2000)
-        return;
-    char a[16], b[16], d[32];
-    bytes(s->first, a, sizeof(a));
-    bytes(s->last, b, sizeof(b));
-    ctl_fmt_ms(s->last_t - s->first_t, d, sizeof(d));
-    snprintf(buf, len, "%s rose from %s to %s in its last %s", what, a, b, d);
-}
-
-static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
-{
-    char l1[512] = "", l2[512] = "", g[160] = "";
-    const char *cat = x->cat;
-    bool heap_grew = x->verdict && strcmp(x->verdict, "heap-growing") == 0;
-    bool off_grew = x->verdict && (strcmp(x->verdict, "offheap-growing") == 0 ||
-                                   strcmp(x->verdict, "rss-growing") == 0);
-    char since[64] = "";
-    if (x->verdict_ago_ms >= 0) {
-        char ago[32];
-        ctl_fmt_ms(x->verdict_ago_ms, ago, sizeof(ago));
-        snprintf(since, sizeof(since), " since %s before the death", ago);
-    }
-    if (strcmp(cat, "heap-limit") == 0) {
-        growth(&x->mem[1], "The heap", g, sizeof(g));
-        int n = snprintf(l1, sizeof(l1),
-                         "The runtime's heap reached its limit (%s) and it aborted (134).",
-                         x->heap_limit);
-        if (heap_grew)
-            snprintf(l1 + n, sizeof(l1) - (size_t)n, " The trend said heap-growing%s: a leak.",
-                     since);
-        else if (g[0])
-            snprintf(l1 + n, sizeof(l1) - (size_t)n, " %s.", g);
-        snprintf(l2, sizeof(l2),
-                 "%s, or if this working set is real raise --memory-max: the heap limit is it "
-                 "minus --heap-headroom.",
-                 x->snapshot ? "Open the heap snapshot above (Chrome DevTools, Memory) and fix "
-                               "what it retains"
-                             : "Fix the retention (a heap snapshot near the limit shows it)");
-    } else if (strcmp(cat, "abort") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "It called abort() with no sign of a full heap: an assertion "
-                 "in the program or a native module.");
-        snprintf(l2, sizeof(l2), "%s Read the last output lines above for the assertion.",
-                 x->core ? "A core was dumped: open it (coredumpctl gdb) for the stack."
-                         : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) to "
-                           "get the stack next time.");
-    } else if (strcmp(cat, "oom-own-limit") == 0) {
-        /* What grew, the most telling first: off-heap, heap, the whole. */
-        growth(&x->mem[2], "external memory (Buffers)", g, sizeof(g));
-        if (!g[0])
-            growth(&x->mem[1], "the heap", g, sizeof(g));
-        if (!g[0])
-            growth(&x->mem[3], "its group's usage", g, sizeof(g));
-        if (!g[0])
-            growth(&x->mem[0], "its RSS", g, sizeof(g));
-        snprintf(l1, sizeof(l1), "The kernel killed it at its own limit (--memory-max %s)%s%s%s.",
-                 x->limit, g[0] ? ": " : "", g,
-                 off_grew ? "; the growth was off the heap (Buffers, native memory)" : "");
-        snprintf(l2, sizeof(l2),
-                 "Raise --memory-max if it needs that much, or find what grows; set "
-                 "--memory-soft (80%%) so that corrald recycles it before the kernel kills.");
-    } else if (strcmp(cat, "oom-ancestor-limit") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "An enclosing group ran out (the service's MemoryMax=, the "
-                 "container's limit), not the worker's own limit.");
-        snprintf(l2, sizeof(l2),
-                 "Make the workers fit: fewer --workers or a lower --memory-max (corralctl "
-                 "status shows the memory budget), or raise the enclosing limit.");
-    } else if (strcmp(cat, "oom-system") == 0) {
-        snprintf(l1, sizeof(l1), "The machine ran out of memory; no cgroup limit was involved.");
-        snprintf(l2, sizeof(l2),
-                 "Set --memory-max so that a limit of corral's bites first, and "
-                 "look at what else runs on the host.");
-    } else if (strcmp(cat, "oom-userspace") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "systemd-oomd killed its group: the memory pressure of the unit it watches "
-                 "stayed over its limit (ManagedOOMMemoryPressure=).");
-        snprintf(l2, sizeof(l2),
-                 "Find what presses (corralctl status: each worker's memory pressure); "
-                 "--memory-pressure PCT recycles a worker before oomd has to kill.");
-    } else if (strcmp(cat, "memory-kill") == 0) {
-        growth(&x->mem[0], "its RSS", g, sizeof(g));
-        snprintf(l1, sizeof(l1),
-                 "corrald killed it for passing --memory-max %s (no group of "
-                 "its own)%s%s.",
-                 x->limit, g[0] ? ": " : "", g);
-        snprintf(l2, sizeof(l2),
-                 "Raise --memory-max if it needs that much, or find what grows; "
-                 "--memory-soft recycles it gracefully before.");
-    } else if (strcmp(cat, "watchdog-kill") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "Its event loop stopped (no heartbeat) and corrald killed it at "
-                 "--hang-timeout.%s",
-                 x->request || x->stack ? " The request and the stack above show where it was."
-                                        : " Nothing recorded where it was: the loop delay and "
-                                          "the last output lines are the clues.");
-        snprintf(l2, sizeof(l2),
-                 "Move that work off the loop (a worker thread, a queue); raise "
-                 "--hang-timeout only if the wait is legitimate.");
-    } else if (strcmp(cat, "stop-timeout") == 0) {
-        snprintf(l1, sizeof(l1), "Its drain outlived --stop-timeout and corrald SIGKILLed it.");
-        snprintf(l2, sizeof(l2),
-                 "Long requests or a shutdown handler that never ends: make it "
-                 "end, or raise --stop-timeout.");
-    } else if (strcmp(cat, "start-timeout") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "It announced readiness but sent no READY=1 within "
-                 "--start-timeout.");
-        snprintf(l2, sizeof(l2),
-                 "A slow start: raise --start-timeout; a program that never says "
-                 "READY=1: use --ready exec or auto.");
-    } else if (strcmp(cat, "crash") == 0) {
-        snprintf(l1, sizeof(l1), "A crash in native code (a segfault or the like).");
-        snprintf(l2, sizeof(l2), "%s",
-                 x->core ? "A core was dumped: open it (coredumpctl gdb) for the stack."
-                         : "No core was dumped: allow them (LimitCORE=infinity, ulimit -c) and "
-                           "get the stack from the next one.");
-    } else if (strcmp(cat, "signal") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "A signal from outside killed it (the reason says who when "
-                 "corrald knows: an operator's corralctl kill).");
-        snprintf(l2, sizeof(l2), "Find the sender: deploy scripts, systemd-oomd, an admin.");
-    } else if (strcmp(cat, "recycled") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "Planned: corrald replaced it (the reason says why). Nothing to "
-                 "do.");
-        snprintf(l2, sizeof(l2),
-                 "Recycles at the soft limit again and again mean the worker "
-                 "grows: see the memory above.");
-    } else if (strcmp(cat, "exec-failed") == 0) {
-        snprintf(l1, sizeof(l1),
-                 "The program could not be executed at all (the reason names "
-                 "the error).");
-        snprintf(l2, sizeof(l2), "Fix the command line, the path or the permissions.");
-    } else if (strcmp(cat, "exit-error") == 0) {
-        snprintf(l1, sizeof(l1), "It exited with an error of its own.");
-        snprintf(l2, sizeof(l2),
-                 "Read its last output lines above (the first error, not the "
-                 "last line); a crash loop of these is usually configuration "
-                 "or a missing dependency.");
-    } else if (strcmp(cat, "exit-clean") == 0) {
-        snprintf(l1, sizeof(l1), "%s",
-                 x->planned ? "corrald stopped it (a stop or a scale-down). Nothing to do."
-                            : "It exited 0 on its own: a server should not. Read its last "
-                              "output lines above.");
-    } else {
-        snprintf(l1, sizeof(l1), "See docs/exit-classification.md for this category.");
-    }
+    char l1[CTL_WHY_ADVICE_MAX], l2[CTL_WHY_ADVICE_MAX];
+    ctl_why_advice(x, l1, l2);
     heading(f, o, "What to do next");
     const char *bullet = o->unicode ? "  • " : "  * ";
     fputs(bullet, f);
@@ -706,7 +549,7 @@ static void advise(FILE *f, const struct ctl_why_opts *o, const struct facts *x)
 
 void ctl_print_why(FILE *f, const struct ctl_why_opts *o, const cJSON *pm)
 {
-    struct facts x = {.cat = ctl_str(pm, "category"), .verdict_ago_ms = -1};
+    struct ctl_why_facts x = {.cat = ctl_str(pm, "category"), .verdict_ago_ms = -1};
     print_head(f, o, pm);
     print_evidence(f, o, pm);
     print_memory(f, o, pm, x.mem);
@@ -729,7 +572,7 @@ void ctl_print_why(FILE *f, const struct ctl_why_opts *o, const cJSON *pm)
     x.verdict = *ctl_str(pm, "memory_verdict") ? ctl_str(pm, "memory_verdict") : NULL;
     if (ctl_known(pm, "memory_verdict_since_ms"))
         x.verdict_ago_ms = -ctl_num(pm, "memory_verdict_since_ms");
-    advise(f, o, &x);
+    print_advice(f, o, &x);
 }
 
 /* ---- --file ---- */

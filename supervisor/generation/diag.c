@@ -383,36 +383,23 @@ void cr_diag_collect(struct cr_diag *d, const struct cr_gen *g, struct cr_postmo
     close(dfd);
 }
 
-/* Whether a dead worker's directory holds evidence of its death: V8's
- * report of a fatal error or a heap snapshot. Anything else there (an
- * app's own process.report.writeReport(), a CPU profile under node's
+/* Whether the post-mortem found evidence of the death in the directory
+ * (cr_diag_collect read it at the reap, just before): V8's report of a
+ * fatal error or a heap snapshot. Anything else there (an app's own
+ * process.report.writeReport(), a CPU profile under node's
  * --diagnostic-dir) does not keep it: the slot keeps one directory, and
  * that must be the last death's evidence. */
-static bool holds_evidence(const char *path, uid_t owner)
+static bool holds_evidence(const struct cr_postmortem *pm)
 {
-    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-        return false;
-    bool any = fatal_report(dfd, owner);
-    int fd = any ? -1 : dup(dfd);
-    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir && fd >= 0)
-        close(fd);
-    struct dirent *e;
-    while (dir && !any && (e = readdir(dir)))
-        any = is_snapshot(e->d_name);
-    if (dir)
-        closedir(dir);
-    close(dfd);
-    return any;
+    return pm && (pm->reports.fatal_error_report[0] || pm->reports.heap_snapshot[0]);
 }
 
-void cr_diag_release(struct cr_diag *d, struct cr_gen *g, bool keep)
+void cr_diag_release(struct cr_diag *d, struct cr_gen *g, const struct cr_postmortem *pm)
 {
     if (!d || !g->diag_dir[0])
         return;
     take_back(g->diag_dir);
-    if (!keep || !holds_evidence(g->diag_dir, d->uid)) {
+    if (!holds_evidence(pm)) {
         remove_tree(g->diag_dir);
         g->diag_dir[0] = '\0';
         return;

@@ -11,12 +11,12 @@
  * write there; it writes nothing into a directory that does not exist),
  * and the two above it 0711 (searched, not listed, by the workers).
  *
- * Bounded: a generation's directory is removed at its death when it is
- * empty (the common case); when it holds files it is kept, and the slot's
- * previously kept one is deleted: at most one directory of evidence per
- * slot, plus those of the generations alive. The instance's directory is
- * emptied when the first one is made (what a previous run left belongs to
- * post-mortems that run held in memory).
+ * Bounded: a generation's directory is removed at its death unless it
+ * holds evidence of it (the common case: it is empty); when it does it is
+ * kept, and the slot's previously kept one is deleted: at most one
+ * directory of evidence per slot, plus those of the generations alive.
+ * The instance's directory is emptied when the first one is made (what a
+ * previous run left belongs to post-mortems that run held in memory).
  *
  * One writer: this module (the directories, and g->diag_dir). */
 #pragma once
@@ -52,8 +52,10 @@ const char *cr_diag_prepare(struct cr_diag *d, struct cr_gen *g);
  * snapshot (whole, or cut short by the death). Reads at most a few KiB. */
 void cr_diag_collect(struct cr_diag *d, const struct cr_gen *g, struct cr_postmortem *pm);
 
-/* g's directory is done with: kept when `keep` and it holds evidence, a
- * fatal-error report or a heap snapshot (the
- * slot's previously kept one is deleted), else removed. g->diag_dir is
- * emptied. */
-void cr_diag_release(struct cr_diag *d, struct cr_gen *g, bool keep);
+/* g's directory is done with. pm: the post-mortem of its death, whose
+ * reports cr_diag_collect() filled from this directory; the directory is
+ * kept when they name evidence, a fatal-error report or a heap snapshot
+ * (the slot's previously kept one is deleted), and not read again. NULL
+ * (no death was read: a spawn that made no process, a worker removed
+ * after its reap) or no evidence: removed. g->diag_dir is emptied. */
+void cr_diag_release(struct cr_diag *d, struct cr_gen *g, const struct cr_postmortem *pm);

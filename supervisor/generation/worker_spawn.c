@@ -239,30 +239,30 @@ static uint64_t snapshot_old_space_mb(uint64_t share)
 }
 
 /* The directory of a node worker's reports, made now: a node worker
- * with the agent and a --diag-dir that could be made, else NULL. Decided
- * before the environment, since a heap snapshot lowers the heap limit
- * only when it can be written. */
-static const char *node_diag_dir(struct cr_gen *g)
+ * with the agent (its --require argument, agent) and a --diag-dir that
+ * could be made, else NULL. Decided before the environment, since a heap
+ * snapshot lowers the heap limit only when it can be written. */
+static const char *node_diag_dir(struct cr_gen *g, const char *agent)
 {
-    const struct cr_config *c = g->host->cfg;
-    char *agent = NULL;
     g->diag_dir[0] = '\0';
-    if (!c->argc || !is_node(c->argv[0]) || cr_node_agent_arg(c, true, &agent) < 0 || !agent)
+    if (!agent)
         return NULL;
-    free(agent);
     return cr_diag_prepare(g->host->diag, g);
 }
 
-static int build_argv(struct cr_gen *g, uint64_t heap_limit, const char *dir, struct strv *argv)
+/* *agent (the agent's --require argument, or NULL) goes into argv, which
+ * takes it: *agent is NULL after. */
+static int build_argv(struct cr_gen *g, uint64_t heap_limit, const char *dir, char **agent,
+                      struct strv *argv)
 {
     const struct cr_config *c = g->host->cfg;
     int r = 0;
     if (!c->argc)
         return strv_add(argv, strdup(cr_spawner_worker_path(g->host->spawner)));
     r = strv_add(argv, strdup(c->argv[0]));
-    char *agent = NULL;
-    if (r == 0 && (r = cr_node_agent_arg(c, is_node(c->argv[0]), &agent)) == 0 && agent) {
-        r = strv_add(argv, agent);
+    if (r == 0 && *agent) {
+        r = strv_add(argv, *agent);
+        *agent = NULL;
         /* V8's report at a fatal error (a heap-limit abort: the heap's
          * spaces, no JS stack, node's own "No stack."), into a directory
          * that exists (node makes none, and then writes nothing). */
@@ -349,11 +349,15 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     struct cr_listener own = {.fd = -1};
     int outp[2] = {-1, -1}, ns[2] = {-1, -1}, procs_fd = -1, page_fd = -1;
     char *path = NULL;
+    char *agent = NULL; /* a node worker's --require of the agent: resolved once */
     int slot, r;
 
     begin(g, generation);
     uint64_t heap_limit = cr_cgtree_heap_limit(h->cgtree, c, workers);
-    const char *diag = node_diag_dir(g);
+    r = c->argc ? cr_node_agent_arg(c, is_node(c->argv[0]), &agent) : 0;
+    const char *diag = node_diag_dir(g, agent);
+    if (r < 0)
+        goto out;
     /* The heap a snapshot leaves room for: old space and young reserve;
      * only where node's heap is corrald's to set and the snapshot has a
      * directory to go to. */
@@ -377,7 +381,8 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     if (!c->no_worker_page && cr_page_new(&g->page, &page_fd) < 0)
         g->page = NULL;
     if ((r = build_env(g, heap_limit, l->name[0] ? l->name : "corral", &env, &slot)) < 0 ||
-        (r = build_argv(g, heap_limit, diag, &argv)) < 0 || (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
+        (r = build_argv(g, heap_limit, diag, &agent, &argv)) < 0 ||
+        (r = cr_spawn_resolve(argv.v[0], &path)) < 0)
         goto out;
     struct cr_cgroup_events own0;
     bool on = h->cgtree->on;
@@ -446,7 +451,7 @@ int cr_worker_spawn(struct cr_gen *g, unsigned generation, unsigned workers)
     }
 out:
     if (r < 0) /* no process: nothing will be written there */
-        cr_diag_release(h->diag, g, false);
+        cr_diag_release(h->diag, g, NULL);
     if (procs_fd >= 0)
         close(procs_fd);
     if (page_fd >= 0)
@@ -461,6 +466,7 @@ out:
         close(ns[1]);
     cr_listen_close(&own);
     free(path);
+    free(agent);
     strv_free(&env);
     strv_free(&argv);
     return r;
