@@ -165,6 +165,14 @@ static void on_event(void *userdata, const struct cr_event *ev)
         uv_close((uv_handle_t *)&wi->sig_int, NULL);
         uv_close((uv_handle_t *)&wi->sig_hup, NULL);
         uv_close((uv_handle_t *)&wi->sig_chld, NULL);
+        /* Closing the last watcher of a signal gives it back its default
+         * action: a second SIGTERM during the teardown that follows (an
+         * impatient operator, a script that signals twice) would turn a
+         * clean exit into "killed by SIGTERM". Nothing is left to stop:
+         * they are ignored from here. */
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
         return;
     }
     cJSON *o = cr_event_json(ev);

@@ -485,7 +485,8 @@ def test_sd_notify():
         c.kill(signal.SIGTERM)
         m = until(lambda m: m.startswith("STOPPING=1"), 10, "STOPPING=1")
         assert "EXTEND_TIMEOUT_USEC=" in m, m
-        assert c.stop() == 0
+        rc = c.stop()
+        assert rc == 0, f"corrald exited {rc}:\n{c.log()[-3000:]}"
     finally:
         c.close()
         s.close()
