@@ -363,7 +363,12 @@ def test_hashwaves():
     with Worker(env={"UV_THREADPOOL_SIZE": "8"}) as w:  # a pool of 8 has no second wave
         res = parallel(w, ["/hash?iter=%d" % it] * 8)
         jobs = sorted((r[2].json()["start_us"], r[2].json()["end_us"]) for r in res)
-        check(max(s for s, _ in jobs) < min(e for _, e in jobs), "pool 8 should start all 8 at once: %r" % jobs)
+        # More at once than a pool of 4 can run. Not "all 8 before any
+        # ends": on a loaded machine the 8 requests arrived up to 316 ms
+        # apart, and the first job (alone on a core) had ended by then.
+        most = max(sum(1 for s2, e2 in jobs if s2 <= s < e2) for s, _ in jobs)
+        check(most > 4, "pool 8 ran at most %d jobs at once: %r" % (most, jobs))
+        print("pool 8: %d jobs at once" % most)
 
 
 # ---- memory: heap against off-heap, the two ceilings ----
