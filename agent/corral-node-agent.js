@@ -80,7 +80,7 @@
   };
 
   // The page's features, from either thread: the main thread's bit 0 (once
-  // an http server published a request), the helper's bit 1 (once it
+  // the server of fd 3 had a request), the helper's bit 1 (once it
   // answers; it must not wait for the main thread, which may be stuck
   // already). Each sets or clears its bit in the shared word, writes the
   // word, and looks again: a thread that wrote a stale word sees the change
@@ -209,7 +209,6 @@
     server: null,     // the app's server on fd 3
     http: false,      // it is an HTTP(S) server: its requests are counted
     requests: 0,
-    inflight: 0,
     dropped: 0,
     appPage: false,   // the app reads CORRAL_PAGE_FD: it keeps the page itself
   };
@@ -330,7 +329,7 @@
         X_HEAP_SPACES: heapSpaces(),
       };
       if (state.http) {
-        fields.X_INFLIGHT = state.inflight;
+        fields.X_INFLIGHT = page.inflight;
         fields.X_REQUESTS = state.requests;
       }
       send(fields);
@@ -406,11 +405,17 @@
   // of the app's server on fd 3: the agent's own 'request' listener, put
   // first (prependListener, so it runs before the app's handler), calls
   // began(); the response's 'close' (emitted once it finished, or when the
-  // connection went away) calls ended(). Both listeners are the ones that
-  // count X_REQUESTS and X_INFLIGHT, with or without the page: what the page
-  // adds per request is the record's stores. Pipelined responses still
-  // queued when their socket closes get no 'close' of their own: they end
-  // at their socket's, which the agent watches once per connection.
+  // connection went away) calls ended(). Both listeners, and the list of
+  // requests in flight they keep, are there with or without the page (they
+  // count X_REQUESTS and X_INFLIGHT): what the page adds per request is the
+  // record's stores. Pipelined responses still queued when their socket
+  // closes get no 'close' of their own: they end at their socket's, which
+  // the agent watches once per connection. A request with `Expect:
+  // 100-continue` that the app takes through its own 'checkContinue'
+  // listener comes as no 'request' event (unless the app emits one, as
+  // Node's documentation shows): it is neither counted nor named. The
+  // agent adds no such listener: Node would stop answering 100 Continue
+  // for the app.
   //
   // diagnostics_channel's http.server.request.start/response.finish would
   // see every http server of the process, but cost an unmodified app +2-4 %
@@ -432,12 +437,11 @@
   // uncaught exception, process.exit) the main thread writes the record
   // itself, and it writes every change itself while no helper mirrors.
   //
-  // Per request on the main thread: two record fills in shared memory, a
-  // node stored on the response and on its socket under a Symbol (not a
-  // Map keyed by the response: slower), two atomic loads; one 'close'
-  // listener per connection; the
-  // list's nodes come from a free list, so nothing is allocated per
-  // request once as many were in flight.
+  // Per request on the main thread: a list node (from a free list: nothing
+  // is allocated per request once as many were in flight) linked in the
+  // list and on its socket's chain (the socket's newest, under a Symbol,
+  // and one 'close' listener per connection); with the page, two record
+  // fills in shared memory and two atomic loads.
   function makePage(fd) {
     // The shared record: PAGE.REQ_LEN bytes, then the control words.
     const shared = typeof SharedArrayBuffer === 'function' && typeof Atomics === 'object'
@@ -556,10 +560,11 @@
       pwrite();
     }
 
-    // A request of the app's server, before the app's handler sees it.
+    // A request of the app's server, before the app's handler sees it. The
+    // list is kept with or without the page (it is X_INFLIGHT's count);
+    // only the record's stores need the page.
     function began(req, res) {
-      if (fd < 0) return;
-      if (!httpSeen) {
+      if (fd >= 0 && !httpSeen) {
         httpSeen = true;
         offer();
       }
@@ -594,17 +599,31 @@
         socket[SOCKET_NEWEST] = n;
         n.socket = socket;
       }
-      write();
+      if (fd >= 0) write();
     }
 
     // The response's 'close': it finished, or its connection went away.
-    // Looked up from the oldest: responses mostly end in the order their
-    // requests came (HTTP/1 answers a connection's requests in order), so
-    // the first node is the one. Nothing is stored on the response: a
-    // property added to every ServerResponse gives Node's own http code
-    // objects of two shapes to handle.
+    // Found on its socket's chain (res.req.socket: res.socket is gone by
+    // then), as deep as that connection's pipelining, usually one node: a
+    // walk of the whole list would cost every request as many steps as
+    // there are long-polls and streams held open (4000 held: 4x the CPU
+    // per request). Not on the chain: the socket's 'close' ended it
+    // already. Nothing is stored on the response: a property added to
+    // every ServerResponse gives Node's own http code objects of two
+    // shapes to handle.
     function ended(res) {
-      for (let n = head; n !== null; n = n.next) {
+      const req = res.req;
+      const socket = req !== null && typeof req === 'object' ? req.socket : null;
+      if (socket !== null && typeof socket === 'object') {
+        for (let n = socket[SOCKET_NEWEST]; n !== null && n !== undefined; n = n.older) {
+          if (n.res === res) {
+            endNode(n);
+            return;
+          }
+        }
+        return;
+      }
+      for (let n = head; n !== null; n = n.next) { // no socket to look on
         if (n.res === res) {
           endNode(n);
           return;
@@ -661,7 +680,7 @@
       putFeaturesTo(fd, bits);
     }
 
-    // The request record is offered once an http server published a
+    // The request record is offered once the server of fd 3 had a
     // request (an app serving net or http2 has no record, and corrald
     // reads unknown, not "none being served").
     function offer() {
@@ -738,6 +757,10 @@
     return {
       get fd() {
         return fd;
+      },
+      // Requests started and not ended (X_INFLIGHT).
+      get inflight() {
+        return inflight;
       },
       start,
       began,
@@ -821,7 +844,6 @@
 
   // A response's end: it finished, or its connection went away.
   function onResponseClose() {
-    state.inflight--;
     page.ended(this);
   }
 
@@ -831,7 +853,6 @@
   function followRequests(server) {
     server.prependListener('request', (req, res) => {
       state.requests++;
-      state.inflight++;
       page.began(req, res);
       res.once('close', onResponseClose);
     });
@@ -908,7 +929,7 @@
   // keep-alive close). Nothing is left but what arrives in the moment
   // between this and the freeze.
   function readyWhenQuiet(server, ready, since = perf.performance.now()) {
-    if (state.inflight > 0 && perf.performance.now() - since < QUIET_MS) {
+    if (page.inflight > 0 && perf.performance.now() - since < QUIET_MS) {
       setTimeout(() => readyWhenQuiet(server, ready, since), 1);
       return;
     }

@@ -6,12 +6,13 @@ and that a broken channel or a self-reporting app never changes the app.
 usage: test_agent_channel.py <case>; CORRAL_NODE names node."""
 
 import os
+import socket
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import Worker, check, ct, get, node_or_skip  # noqa: E402
+from harness import Worker, check, ct, fail, get, node_or_skip  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 AGENT = os.path.join(ROOT, "agent", "corral-node-agent.js")
@@ -127,6 +128,48 @@ def test_self_reporting(node):
         check(all(int(m["X_LOOP_DELAY_P50_US"]) >= 9000 for m in seen[1:]),
               "every report is server.js's own")
     finally:
+        w.kill()
+
+
+def test_inflight_pipelined(node):
+    """X_INFLIGHT counts requests started and not ended, and comes back to
+    0 when connections go away with pipelined requests queued behind the
+    one being served: Node gives those responses no 'close' of their own
+    (they end at their socket's). Without the page: the count is the
+    agent's with or without it."""
+    spin = os.path.join(HERE, "spin_app.js")
+    w = Worker(node, spin, node_args=PRELOAD)
+    conns = []
+    try:
+        w.wait_ready()
+
+        def inflight_is(n):
+            def seen():
+                msg = w.read_message(0.05)
+                return msg if msg and msg.get("X_INFLIGHT") == str(n) else None
+            try:
+                return ct.wait_for(seen, 10, interval=0, what="X_INFLIGHT=%d" % n)
+            except AssertionError:
+                fail("X_INFLIGHT never %d" % n)
+
+        for i in range(3):
+            c = socket.create_connection(("127.0.0.1", w.port))
+            c.sendall(b"".join(b"GET /wait?ms=20000&c%dr%d HTTP/1.1\r\nHost: x\r\n\r\n" % (i, j)
+                               for j in range(3)))
+            conns.append(c)
+        rep = inflight_is(9)
+        check(int(rep["X_REQUESTS"]) == 9, "9 requests counted: %s" % rep["X_REQUESTS"])
+        for c in conns:
+            c.close()
+        conns = []
+        inflight_is(0)
+        serves_again = get(w.port, "/wait?ms=1", timeout=10)[0]
+        check(serves_again == 200, "the app serves after: %s" % serves_again)
+        rep = inflight_is(0)
+        check(int(rep["X_REQUESTS"]) == 10, "10 requests counted: %s" % rep["X_REQUESTS"])
+    finally:
+        for c in conns:
+            c.close()
         w.kill()
 
 
