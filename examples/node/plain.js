@@ -11,6 +11,8 @@
 //   GET /leak?mb=N    keeps N MB of JavaScript objects (V8 heap: dies 134)
 //   GET /buffer?mb=N  keeps N MB of Buffers (off-heap: the kernel kills, 137)
 //   GET /block?ms=N   computes for N ms on the event loop (loop delay)
+// and a long poll, held without the loop:
+//   GET /wait?ms=N    answers after N ms (a timer)
 
 const http = require('node:http');
 
@@ -37,6 +39,10 @@ const server = http.createServer((req, res) => {
     const ms = param(url, 'ms', 60000);
     const end = Date.now() + ms;
     while (Date.now() < end);
+  } else if (url.pathname === '/wait') {
+    const ms = param(url, 'ms', 600000);
+    setTimeout(() => res.end(JSON.stringify({ pid: process.pid, waited_ms: ms }) + '\n'), ms);
+    return;
   } else if (url.pathname === '/leak' || url.pathname === '/buffer') {
     const mb = param(url, 'mb', 1024);
     if (!mb) {
