@@ -26,6 +26,9 @@
 
 /* A report older than this says nothing about the loop now. */
 #define ELU_FRESH_MS 3000
+/* A loop silent this long since it began the request it serves is stuck
+ * in it (reports come every second by default). */
+#define STUCK_SILENT_MS 1500
 
 /* One worker's loop thread at the last tick. */
 struct cpu_mark {
@@ -130,18 +133,23 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
             continue;
         n++;
         /* How busy its loop is: its own utilization over its last report
-         * (up to a second old), or, sooner, its worker page: a request
-         * being served now is a busy loop now. The larger of the two. */
+         * (up to a second old). Its worker page says more only where that
+         * is missing or late: a request in flight is not a busy loop (a
+         * long poll, a timer, a query awaited), but a loop that has not
+         * reported since it began the request it serves, and is overdue,
+         * is stuck in it now, before the watchdog says so. Without a fresh
+         * utilization the page is all there is: serving counts as busy. */
         const struct cr_notify_msg *last = &w->g.report.last;
         struct cr_request_seen rq;
         cr_page_request(w->g.page, &rq);
+        uint64_t silent = now - w->g.report.last_at;
+        bool fresh = (last->present & CR_NF_ELU) && silent < ELU_FRESH_MS;
         double b = -1;
         if (w->state != CR_WS_READY) /* silent past the watchdog: stuck */
             b = 1;
-        if ((last->present & CR_NF_ELU) && now - w->g.report.last_at < ELU_FRESH_MS &&
-            last->elu > b)
+        if (fresh && last->elu > b)
             b = last->elu;
-        if (rq.known && rq.serving)
+        if (rq.known && rq.serving && (!fresh || (rq.age_ms < silent && silent >= STUCK_SILENT_MS)))
             b = 1;
         else if (rq.known && b < 0)
             b = 0;

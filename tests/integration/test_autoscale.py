@@ -88,6 +88,37 @@ def test_blocking_goes_past_the_cores():
         c.close()
 
 
+def test_long_polls_do_not_hold_n():
+    """Requests held in flight on idle loops (long polls: /slow waits on a
+    timer) are not a busy loop: after a /sleepsync load took N up, N comes
+    back to MIN within the cool-down plus 5 s while the long polls are
+    still in flight, their worker's page naming one of them all along."""
+    c = ct.Corrald("--workers", "1..3", "--scale-cooldown", "2", workers=1, name="as-poll")
+    polls = []
+    try:
+        ls = loads(c, "/sleepsync?ms=100", 6, 10)
+        ct.wait_for(lambda: target(c) >= 2, 8, interval=0.1, what="2 workers")
+        for load in ls:
+            load.stop()
+        # Long polls on every worker: one connection each, as many as workers.
+        for _ in range(8):
+            r = ct.Request("127.0.0.1", c.port, "/slow?ms=30000", timeout=40)
+            r.wait_read()
+            polls.append(r)
+        stopped = time.monotonic()
+        serving = [w for w in c.workers() if (w.get("request") or {}).get("method")]
+        assert serving, c.workers()
+        ct.wait_for(lambda: target(c) == 1, 2 + 5, interval=0.1, what="back to MIN")
+        back = time.monotonic() - stopped
+        held = sum(1 for p in polls if not p.done())
+        assert held > 0, "a long poll still in flight when N came back to MIN"
+        print(f"back to 1 worker {back:.1f} s after the load, {held} long polls still held")
+    finally:
+        for p in polls:
+            p.conn.close()
+        c.close()
+
+
 def test_cpu_bound_stops_at_the_cores():
     """8 clients of /heavy?ms=200 (loops burning the CPU): N reaches the
     cores (a core kept busy by other work of the host does not hold it
