@@ -161,18 +161,26 @@ static void on_event(void *userdata, const struct cr_event *ev)
         wi->control = NULL;
         cr_metrics_http_close(wi->http);
         wi->http = NULL;
-        uv_close((uv_handle_t *)&wi->sig_term, NULL);
-        uv_close((uv_handle_t *)&wi->sig_int, NULL);
-        uv_close((uv_handle_t *)&wi->sig_hup, NULL);
-        uv_close((uv_handle_t *)&wi->sig_chld, NULL);
         /* Closing the last watcher of a signal gives it back its default
          * action: a second SIGTERM during the teardown that follows (an
          * impatient operator, a script that signals twice) would turn a
          * clean exit into "killed by SIGTERM". Nothing is left to stop:
-         * they are ignored from here. */
+         * they are ignored from here, and blocked across the hand-over
+         * (SIG_IGN discards one that came meanwhile). */
+        sigset_t stop, was;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop, &was);
+        uv_close((uv_handle_t *)&wi->sig_term, NULL);
+        uv_close((uv_handle_t *)&wi->sig_int, NULL);
+        uv_close((uv_handle_t *)&wi->sig_hup, NULL);
+        uv_close((uv_handle_t *)&wi->sig_chld, NULL);
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
+        sigprocmask(SIG_SETMASK, &was, NULL);
         return;
     }
     cJSON *o = cr_event_json(ev);
