@@ -13,7 +13,10 @@
    shared harness they import, tests/lib), the corral
    container image (`docker save`, for guest/engine.sh and guest/kube.sh),
    the Kubernetes manifests (containers/kubernetes, for guest/kube.sh),
-   plus the guest scripts (guest/).
+   plus the guest scripts: the whole of guest/ as SHARE/guest/, lib.sh
+   (the check helpers checks.sh, engine.sh and kube.sh source from beside
+   them) included. guest/ is not part of the image: editing it rebuilds
+   nothing but the package, whose key is the tree's hash.
 3. Boot the guest (TCG unless told otherwise) with a hard timeout; its test
    unit runs guest/run.sh from the share and powers the guest off.
 4. Parse SHARE/results.txt: every check named in guest/checks.sh, every
@@ -441,6 +444,7 @@ def main():
         return 1
     stage_container_image(args.build_root, args.source_root, share)
     stage_kube(args.source_root, share)
+    # All of guest/: the scripts source guest/lib.sh by their own path.
     shutil.copytree(GUEST_DIR, os.path.join(share, 'guest'))
     expected = (['package-install'] + expected_checks() + ['unit-' + u for u in units] +
                 classify)

@@ -1,14 +1,17 @@
 #!/bin/bash
 # corral under a real systemd with cgroup v2: the guest-side checks.
 #   checks.sh SHARE
-# Each check appends "ok <name>" or "not ok <name>: why" to SHARE/results.txt;
-# the host reads the names, in order, from the check calls at the end of this
-# file and fails on a missing one. A trace of every command goes to SHARE/checks.log.
+# Each check appends "ok <name> # <seconds>s" or "not ok <name>: why" to
+# SHARE/results.txt (check, in lib.sh); the host reads the names, in order,
+# from the check calls at the end of this file and fails on a missing one. A
+# trace of every command goes to SHARE/checks.log.
 #
 # The checks run in sequence against one corral.service; a check that needs
 # a running service fails fast when it is not running, so one broken step
 # costs seconds, not the whole time budget.
 set -u
+# check, fail, wait_until: lib.sh, beside this script on the share.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" || exit 1
 share=$1
 exec 3>>"$share/results.txt"
 exec >>"$share/checks.log" 2>&1
@@ -21,36 +24,10 @@ CONF=/etc/corral/corral.json
 MEMMAX_BYTES=$((64 * 1024 * 1024))
 MAX_EXPOSURE=3.0
 
-why=''
-check() {
-	local name=$1
-	shift
-	why=''
-	echo "=== $name ($(cut -d' ' -f1 /proc/uptime)s)"
-	if "$@"; then
-		echo "ok $name" >&3
-		echo "=== ok $name"
-	else
-		echo "not ok $name: ${why:-failed}" >&3
-		echo "=== not ok $name: ${why:-failed}"
-		systemctl status "$UNIT" --no-pager -l | head -n 30
-		journalctl -u "$UNIT" -n 30 --no-pager
-	fi
-}
-
-fail() {
-	why=$*
-	return 1
-}
-
-# wait_until SECONDS CMD...: poll CMD until it succeeds, for at most SECONDS.
-wait_until() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -ge "$end" ] && return 1
-		sleep 0.5
-	done
+# After a "not ok" line (lib.sh's check): the unit's state, in checks.log.
+check_failed() {
+	systemctl status "$UNIT" --no-pager -l | head -n 30
+	journalctl -u "$UNIT" -n 30 --no-pager
 }
 
 ctl() {

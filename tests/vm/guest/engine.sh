@@ -24,6 +24,8 @@
 #   heap-limit               134 (SIGABRT), the heap limit derived from the
 #                            container's limit shared by the workers.
 set -u
+# check, fail, wait_until: lib.sh, beside this script on the share.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" || exit 1
 share=$1
 dir=$share/engine
 mkdir -p "$dir"
@@ -37,27 +39,7 @@ export CORRAL_LAB_WAIT_SCALE=${CORRAL_LAB_WAIT_SCALE:-4}
 export CORRAL_LAB_ENGINE="docker -H unix://$SOCK"
 export CORRAL_LAB_IMAGE=corral-test
 
-why=''
 engine_up=''
-check() {
-	local name=$1
-	shift
-	why=''
-	echo "=== $name ($(cut -d' ' -f1 /proc/uptime)s)"
-	local t0=$SECONDS
-	if "$@"; then
-		echo "ok $name # $((SECONDS - t0))s" >&3
-		echo "=== ok $name"
-	else
-		echo "not ok $name: ${why:-failed}" >&3
-		echo "=== not ok $name: ${why:-failed}"
-	fi
-}
-
-fail() {
-	why=$*
-	return 1
-}
 
 check_engine_start() {
 	[ -s "$dir/corral-image.tar" ] ||
@@ -73,13 +55,8 @@ check_engine_start() {
 		-H "unix://$SOCK" --pidfile /run/corral-docker/docker.pid \
 		--bridge=none --iptables=false --ip-forward=false --ip-masq=false \
 		> "$dir/dockerd.log" 2>&1 &
-	local end=$((SECONDS + 180))
-	until "${DOCKER[@]}" info > /dev/null 2>&1; do
-		[ "$SECONDS" -ge "$end" ] &&
-			fail "dockerd not up after 180s: $(tail -n 3 "$dir/dockerd.log" | tr '\n' ' ')" &&
-			return 1
-		sleep 1
-	done
+	wait_until 180 "${DOCKER[@]}" info > /dev/null 2>&1 ||
+		fail "dockerd not up after 180s: $(tail -n 3 "$dir/dockerd.log" | tr '\n' ' ')" || return
 	local v
 	v=$("${DOCKER[@]}" info -f '{{.ServerVersion}} cgroup v{{.CgroupVersion}} {{.CgroupDriver}}')
 	echo "# engine docker $v" >&3

@@ -63,6 +63,8 @@
 # verdict and podman's stop, kube-liveness-restart the restart through
 # systemd.
 set -u
+# check, fail, wait_until: lib.sh, beside this script on the share.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" || exit 1
 share=$1
 dir=$share/kube
 mkdir -p "$dir"
@@ -77,40 +79,9 @@ mkdir -p "$work"
 KM=(python3 "$dir/kube_manifest.py")
 PROBE_TIMEOUT=60
 
-why=''
-check() {
-	local name=$1
-	shift
-	why=''
-	echo "=== $name ($(cut -d' ' -f1 /proc/uptime)s)"
-	local t0=$SECONDS
-	if "$@"; then
-		echo "ok $name # $((SECONDS - t0))s" >&3
-		echo "=== ok $name"
-	else
-		echo "not ok $name: ${why:-failed}" >&3
-		echo "=== not ok $name: ${why:-failed}"
-	fi
-}
-
-fail() {
-	why=$*
-	return 1
-}
-
 note() {
 	echo "# $*" >&3
 	echo "# $*"
-}
-
-# wait_until SECONDS CMD...: poll CMD until it succeeds, for at most SECONDS.
-wait_until() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -ge "$end" ] && return 1
-		sleep 0.5
-	done
 }
 
 inspect() { podman inspect -f "$2" "$1" 2>/dev/null; }
