@@ -203,3 +203,8 @@ void ctl_why_advice(const struct ctl_why_facts *x, char *l1, char *l2)
     if (a->l2)
         snprintf(l2, MAX, "%s", a->l2);
 }
+
+const char *ctl_why_advice_category(size_t i)
+{
+    return i < sizeof(table) / sizeof(table[0]) ? table[i].cat : NULL;
+}

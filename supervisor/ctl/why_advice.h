@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* A memory series' first and last sample in the last minute (why.c folds
  * them from the post-mortem's memory_series). */
@@ -13,7 +14,9 @@ struct ctl_why_ends {
     double first_t, last_t; /* ms relative to the death (negative) */
 };
 
-/* What the advice reads of a post-mortem. */
+/* What the advice reads of a post-mortem. tests/unit/ctl/test_why_advice.c
+ * walks every combination of the flags and a set of memory figures for each
+ * category: a field added here is added to its walk. */
 struct ctl_why_facts {
     const char *cat; /* the death's category, never NULL */
     bool planned, core, request, stack, snapshot;
@@ -30,3 +33,8 @@ struct ctl_why_facts {
  * each); l2 is "" when there is one line. A category not in the table gets
  * the pointer to docs/exit-classification.md. */
 void ctl_why_advice(const struct ctl_why_facts *x, char *l1, char *l2);
+
+/* The table's i-th category, NULL past its end: what a test holds against
+ * the categories corrald classifies (model/death.h, which corralctl may not
+ * include), so that neither side gains a category the other lacks. */
+const char *ctl_why_advice_category(size_t i);
