@@ -65,8 +65,13 @@ static void say_abort(const struct ctl_why_facts *x, char *l1, char *l2)
 static void say_oom_own_limit(const struct ctl_why_facts *x, char *l1, char *l2)
 {
     char g[160] = "";
-    bool off_grew = x->verdict && (strcmp(x->verdict, "offheap-growing") == 0 ||
-                                   strcmp(x->verdict, "rss-growing") == 0);
+    /* rss-growing: no heap was ever reported, so the part cannot be told. */
+    const char *part = !x->verdict ? ""
+                       : strcmp(x->verdict, "offheap-growing") == 0
+                           ? "; the growth was off the heap (Buffers, native memory)"
+                       : strcmp(x->verdict, "rss-growing") == 0
+                           ? "; with no heap reported, which part grew cannot be told"
+                           : "";
     /* What grew, the most telling first: off-heap, heap, the whole. */
     growth(&x->mem[2], "external memory (Buffers)", g, sizeof(g));
     if (!g[0])
@@ -76,8 +81,7 @@ static void say_oom_own_limit(const struct ctl_why_facts *x, char *l1, char *l2)
     if (!g[0])
         growth(&x->mem[0], "its RSS", g, sizeof(g));
     snprintf(l1, MAX, "The kernel killed it at its own limit (--memory-max %s)%s%s%s.", x->limit,
-             g[0] ? ": " : "", g,
-             off_grew ? "; the growth was off the heap (Buffers, native memory)" : "");
+             g[0] ? ": " : "", g, part);
 }
 
 static void say_memory_kill(const struct ctl_why_facts *x, char *l1, char *l2)
