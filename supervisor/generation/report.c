@@ -36,6 +36,11 @@ unsigned cr_report_take(struct cr_report *r, const struct cr_notify_msg *m, uint
     TAKE(CR_NF_POOL_QUEUE, pool_queue)
     TAKE(CR_NF_ELU, elu)
 #undef TAKE
+    if (p & CR_NF_ELU) {
+        if (r->elu_at && now > r->elu_at)
+            r->elu_period_ms = now - r->elu_at;
+        r->elu_at = now;
+    }
     if (p & CR_NF_HEAP_SPACES) {
         r->last.nspaces = m->nspaces;
         memcpy(r->last.spaces, m->spaces, m->nspaces * sizeof(m->spaces[0]));

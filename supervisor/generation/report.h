@@ -26,6 +26,10 @@ struct cr_report {
     enum cr_fatal fatal;
     char status_text[256];
     uint64_t last_at; /* loop ms of the last message (the spawn, before any) */
+    uint64_t elu_at;  /* loop ms of the last message with X_ELU; 0: none yet */
+    uint64_t elu_period_ms; /* between the last two of those: the worker's report
+                               period (CORRAL_REPORT_INTERVAL_MS, --report-interval);
+                               0 before two */
 };
 
 /* What one message changed, for the caller to act on. */

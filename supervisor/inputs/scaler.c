@@ -24,11 +24,20 @@
 #include "textfile.h"
 #include "view.h"
 
-/* A report older than this says nothing about the loop now. */
+/* A loop's utilization older than three of its report periods (and than
+ * this) says nothing about the loop now. */
 #define ELU_FRESH_MS 3000
-/* A loop silent this long since it began the request it serves is stuck
- * in it (reports come every second by default). */
+/* A loop silent for one and a half of its report periods (and this) since
+ * it began the request it serves is stuck in it. Reports come every second
+ * by default; the period is each worker's own, measured between its last
+ * two utilization reports (the agent's CORRAL_REPORT_INTERVAL_MS,
+ * corral-worker's --report-interval). */
 #define STUCK_SILENT_MS 1500
+
+static uint64_t at_least(uint64_t floor, uint64_t v)
+{
+    return v > floor ? v : floor;
+}
 
 /* One worker's loop thread at the last tick. */
 struct cpu_mark {
@@ -142,14 +151,17 @@ static void measure(struct cr_scaler *sc, struct cr_scale_sample *s, double dt_s
         const struct cr_notify_msg *last = &w->g.report.last;
         struct cr_request_seen rq;
         cr_page_request(w->g.page, &rq);
-        uint64_t silent = now - w->g.report.last_at;
-        bool fresh = (last->present & CR_NF_ELU) && silent < ELU_FRESH_MS;
+        const struct cr_report *rep = &w->g.report;
+        uint64_t silent = now - rep->last_at;
+        bool fresh = (last->present & CR_NF_ELU) && rep->elu_at &&
+                     now - rep->elu_at < at_least(ELU_FRESH_MS, 3 * rep->elu_period_ms);
+        uint64_t stuck_after = at_least(STUCK_SILENT_MS, rep->elu_period_ms * 3 / 2);
         double b = -1;
         if (w->state != CR_WS_READY) /* silent past the watchdog: stuck */
             b = 1;
         if (fresh && last->elu > b)
             b = last->elu;
-        if (rq.known && rq.serving && (!fresh || (rq.age_ms < silent && silent >= STUCK_SILENT_MS)))
+        if (rq.known && rq.serving && (!fresh || (rq.age_ms < silent && silent >= stuck_after)))
             b = 1;
         else if (rq.known && b < 0)
             b = 0;

@@ -92,7 +92,7 @@ def test_long_polls_do_not_hold_n():
     """Requests held in flight on idle loops (long polls: /slow waits on a
     timer) are not a busy loop: after a /sleepsync load took N up, N comes
     back to MIN within the cool-down plus 5 s while the long polls are
-    still in flight, their worker's page naming one of them all along."""
+    still in flight, their workers' pages naming them."""
     c = ct.Corrald("--workers", "1..3", "--scale-cooldown", "2", workers=1, name="as-poll")
     polls = []
     try:
@@ -100,7 +100,7 @@ def test_long_polls_do_not_hold_n():
         ct.wait_for(lambda: target(c) >= 2, 8, interval=0.1, what="2 workers")
         for load in ls:
             load.stop()
-        # Long polls on every worker: one connection each, as many as workers.
+        # Long polls, 8 connections: the workers take them as they come.
         for _ in range(8):
             r = ct.Request("127.0.0.1", c.port, "/slow?ms=30000", timeout=40)
             r.wait_read()
@@ -110,12 +110,52 @@ def test_long_polls_do_not_hold_n():
         assert serving, c.workers()
         ct.wait_for(lambda: target(c) == 1, 2 + 5, interval=0.1, what="back to MIN")
         back = time.monotonic() - stopped
+        # Still named now: N came down with the polls in flight (the workers
+        # that go drain, and serve theirs meanwhile).
+        named = [w for w in c.workers()
+                 if ((w.get("request") or {}).get("path") or "").startswith("/slow")]
+        assert named, c.workers()
         held = sum(1 for p in polls if not p.done())
         assert held > 0, "a long poll still in flight when N came back to MIN"
         print(f"back to 1 worker {back:.1f} s after the load, {held} long polls still held")
     finally:
         for p in polls:
             p.conn.close()
+        c.close()
+
+
+def test_stuck_loop_is_busy_before_the_watchdog():
+    """A loop that has sent nothing since it began the request it serves,
+    for 1.5 s (its report period is 1 s), counts 100 % busy at once, while
+    the watchdog (5 s) still calls the worker ready; before that, its last
+    utilization decides (idle: under 0.5)."""
+    c = ct.Corrald("--workers", "1..2", "--scale-cooldown", "30", workers=1, name="as-stuck")
+    try:
+        # Its utilization reported idle (the first report covers its
+        # start-up), and measured by a tick since (before a report, the page
+        # alone decides: serving counts busy).
+        ct.wait_for(lambda: (c.workers()[0].get("elu") or 1) < 0.5, 5, interval=0.1,
+                    what="an idle X_ELU")
+        ct.wait_for(lambda: (c.status()["supervisor"]["autoscale"]["measured"] or {}).get("busy")
+                    is not None, 5, interval=0.1, what="a first measure")
+        time.sleep(0.6)  # one tick after the report: a scaler tick is every 500 ms
+        r = ct.Request("127.0.0.1", c.port, "/sleepsync?ms=4000", timeout=15)
+        r.wait_read()
+        early, stuck = [], []
+        end = time.monotonic() + 3.8
+        while time.monotonic() < end and not stuck:
+            full = c.status()
+            st, w = full["supervisor"], full["workers"][0]
+            age = (w.get("request") or {}).get("age_ms")
+            busy = st["autoscale"]["measured"]["busy"]
+            if age is not None and w["state"] == "ready":
+                (early if age < 900 else stuck if busy == 1 else []).append((age, busy))
+            time.sleep(0.05)
+        assert early and all(b < 0.5 for _, b in early), early
+        assert stuck, "busy never 1 while the worker was ready"
+        print(f"busy {early[-1][1]} at {early[-1][0]} ms into the request; 1 at {stuck[0][0]} ms")
+        assert r.result()[0] == 200
+    finally:
         c.close()
 
 
