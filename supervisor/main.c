@@ -5,6 +5,7 @@
  * it. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,6 +136,39 @@ static const struct cr_priority *ondeath_priority(void *ctx)
     return cr_self_priority(&sup->self);
 }
 
+/* The signals corrald acts on, which only the main thread may take. */
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGCHLD);
+}
+
+/* libuv starts its thread pool at the first queued work (a worker's group
+ * made ahead, cgprep.c), and a thread takes any signal it does not block:
+ * once the signal watchers are closed at the end, a SIGTERM delivered to a
+ * pool thread would still kill corrald. The pool is started here, with
+ * those signals blocked (threads inherit their creator's mask), and never
+ * takes one. */
+static void pool_work(uv_work_t *req)
+{
+    (void)req;
+}
+
+static void pool_start_masked(uv_loop_t *loop)
+{
+    static uv_work_t start;
+    sigset_t set, was;
+    stop_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &was);
+    int r = uv_queue_work(loop, &start, pool_work, NULL);
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (r < 0)
+        cr_log(CR_LOG_WARNING, "cannot start libuv's thread pool: %s", uv_strerror(r));
+}
+
 /* corrald is a child subreaper: a worker's children that outlive it are
  * re-parented here, not to init, and reaped on SIGCHLD — no zombie stays
  * behind, and as a container's PID 1 corrald reaps every orphan. */
@@ -168,11 +202,8 @@ static void on_event(void *userdata, const struct cr_event *ev)
          * they are ignored from here, and blocked across the hand-over
          * (SIG_IGN discards one that came meanwhile). */
         sigset_t stop, was;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGHUP);
-        sigprocmask(SIG_BLOCK, &stop, &was);
+        stop_signals(&stop);
+        pthread_sigmask(SIG_BLOCK, &stop, &was);
         uv_close((uv_handle_t *)&wi->sig_term, NULL);
         uv_close((uv_handle_t *)&wi->sig_int, NULL);
         uv_close((uv_handle_t *)&wi->sig_hup, NULL);
@@ -180,7 +211,7 @@ static void on_event(void *userdata, const struct cr_event *ev)
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
-        sigprocmask(SIG_SETMASK, &was, NULL);
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
         return;
     }
     cJSON *o = cr_event_json(ev);
@@ -299,6 +330,7 @@ int main(int argc, char **argv)
      * and before the first worker or thread-pool thread exists. */
     if (r >= 0)
         cr_self_raise_priority(&sup.self, loop, sup.cfg.priority_boost);
+    pool_start_masked(loop); /* after the raise: its threads inherit it */
     if (r >= 0)
         r = cr_supervisor_spawn_all(&sup);
     if (r >= 0) {
