@@ -614,8 +614,9 @@
     function ended(res) {
       const req = res.req;
       const socket = req !== null && typeof req === 'object' ? req.socket : null;
-      if (socket !== null && typeof socket === 'object') {
-        for (let n = socket[SOCKET_NEWEST]; n !== null && n !== undefined; n = n.older) {
+      // A socket began() linked (it has a chain, maybe emptied: null).
+      if (socket !== null && typeof socket === 'object' && socket[SOCKET_NEWEST] !== undefined) {
+        for (let n = socket[SOCKET_NEWEST]; n !== null; n = n.older) {
           if (n.res === res) {
             endNode(n);
             return;
@@ -623,7 +624,7 @@
         }
         return;
       }
-      for (let n = head; n !== null; n = n.next) { // no socket to look on
+      for (let n = head; n !== null; n = n.next) { // not on a socket's chain
         if (n.res === res) {
           endNode(n);
           return;
