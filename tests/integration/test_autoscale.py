@@ -149,11 +149,17 @@ def test_stuck_loop_is_busy_before_the_watchdog():
             age = (w.get("request") or {}).get("age_ms")
             busy = st["autoscale"]["measured"]["busy"]
             if age is not None and w["state"] == "ready":
-                (early if age < 900 else stuck if busy == 1 else []).append((age, busy))
+                silent = w.get("last_report_ago_ms")
+                (early if age < 900 else stuck if busy == 1 else []).append((age, busy, silent))
             time.sleep(0.05)
-        assert early and all(b < 0.5 for _, b in early), early
+        assert early and all(b < 0.5 for _, b, _ in early), early
         assert stuck, "busy never 1 while the worker was ready"
-        print(f"busy {early[-1][1]} at {early[-1][0]} ms into the request; 1 at {stuck[0][0]} ms")
+        # Seen while its last utilization was still fresh (3 s): the stuck
+        # rule said so, not the staleness of the report (the measure is a
+        # tick old, at most 500 ms).
+        assert stuck[0][2] < 2900, f"busy 1 only once the report was stale: {stuck[0]}"
+        print(f"busy {early[-1][1]} at {early[-1][0]} ms into the request; 1 at {stuck[0][0]} ms, "
+              f"{stuck[0][2]} ms after the last report")
         assert r.result()[0] == 200
     finally:
         c.close()
