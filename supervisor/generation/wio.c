@@ -310,6 +310,9 @@ static void read_exec(struct cr_wio *io)
     io_stop(io, IO_EXEC);
     io->execd = !err;
     if (!err) {
+        /* Open now, not at the first sample: a status asked for in
+         * between reads the worker's RSS, not an unknown. */
+        cr_io_mem_fd(g, g->host->cfg->pss, false);
         g->host->sink->exec_ok(g);
         return;
     }

@@ -8,7 +8,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from charness import Control, Corrald, check, fail  # noqa: E402
+from charness import Control, Corrald, check, fail, wait_for  # noqa: E402
 import corraltest as ct  # noqa: E402  (on the path through charness)
 from golden import load, match  # noqa: E402
 
@@ -23,6 +23,12 @@ def test_golden():
     check(len(reqs) >= 20, "too few golden pairs in %s" % DATA)
     errors = []
     with Corrald(workers=2, name="golden") as d:
+        # Ready comes before a worker's first report: the templates want
+        # the reported figures, so wait for them (a status in between
+        # rightly says unknown).
+        wait_for(lambda: all(w["heap_used_bytes"] is not None and w["rss_bytes"] is not None
+                             for w in d.ctl("status")["workers"]), 10,
+                 what="every worker's first report")
         for req in reqs:
             name = os.path.basename(req)[:-len(".request")]
             with open(req, "rb") as f:

@@ -86,6 +86,19 @@ def test_rss_read_for_the_answer():
         cg.remove()
 
 
+def test_rss_known_from_the_exec():
+    """A worker's RSS is known from its exec on, not from corrald's first
+    sample of it: with a 60 s sample period, a status taken as soon as the
+    worker is ready shows its RSS as /proc says (within 4 MiB), age 0."""
+    c = ct.Corrald("--sample-interval", "60000", workers=1, name="fromexec")
+    try:
+        w = c.workers()[0]
+        assert w["rss_bytes"] is not None and w["rss_age_ms"] == 0, w
+        assert abs(w["rss_bytes"] - statm_rss(w["pid"])) < 4 * MIB, w
+    finally:
+        c.close()
+
+
 def test_unknown_stays_unknown():
     """Without a group of its own a worker's cgroup usage and OOM events are
     null (no metric sample); a worker that never reports its heap dies with
