@@ -122,6 +122,8 @@ int cr_supervisor_stack(struct cr_supervisor *sup, int id, uint32_t request,
                          "worker %d: its stack asked for (corralctl stack)", id);
         return 0;
     }
+    if (!cr_page_asked(w->g.page, request))
+        return -ESTALE; /* asked of a process that is gone */
     ret->request = request;
     ret->phase = CR_STACK_PENDING;
     char *buf = malloc(CR_WPAGE_STACK_MAX + 1);

@@ -223,9 +223,12 @@ static int follow_events(struct ctl_conn *c, const struct opts *o)
     }
 }
 
-/* `stack`: asks, then asks again every STACK_POLL_MS until the worker
- * answered or the timeout passed (corrald keeps no waiting request). */
-#define STACK_POLL_MS 20
+/* `stack`: asks with a "wait", which corrald holds until the worker
+ * answered (or the wait passed); a --timeout past the protocol's bound on
+ * a wait asks again for the same request. A reply comes within its wait
+ * and the loop's turn: STACK_SLACK_MS more is allowed for it. */
+#define STACK_SLACK_MS 1000
+#define STACK_MAX_WAIT_MS 60000 /* the protocol's bound on a wait */
 
 static int64_t mono_ms(void)
 {
@@ -245,42 +248,40 @@ static void put_worker_text(FILE *f, const char *s)
     }
 }
 
-static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req, cJSON *first)
+static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req)
 {
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(first, "stack");
-    if (strcmp(ctl_str(st, "state"), "unsupported") == 0) {
-        fprintf(stderr, "corralctl: no stack: %s\n", ctl_str(st, "why"));
-        return EXIT_REFUSED;
-    }
-    cJSON_AddNumberToObject(req, "request", ctl_num(st, "request"));
     /* --timeout bounds the whole wait, the calls' time included. */
     int64_t deadline = mono_ms() + o->timeout_ms;
+    cJSON *wait = cJSON_AddNumberToObject(req, "wait", 0);
     for (int64_t left; (left = deadline - mono_ms()) > 0;) {
+        cJSON_SetNumberValue(wait, left < STACK_MAX_WAIT_MS ? left : STACK_MAX_WAIT_MS);
         cJSON *res = NULL;
         char *raw = NULL;
-        int r = ctl_call(c, req, (int)left, &res, &raw);
+        int r = ctl_call(c, req, (int)(left + STACK_SLACK_MS), &res, &raw);
         if (r < 0) {
             fprintf(stderr, "corralctl: no answer from corrald: %s\n", strerror(-r));
             return EXIT_CONNECT;
         }
         int code = check(res);
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(res, "stack");
-        bool ready = !code && strcmp(ctl_str(s, "state"), "ready") == 0;
-        if (ready && o->json)
+        const char *state = code ? "" : ctl_str(s, "state");
+        if (strcmp(state, "unsupported") == 0) {
+            fprintf(stderr, "corralctl: no stack: %s\n", ctl_str(s, "why"));
+            code = EXIT_REFUSED;
+        } else if (strcmp(state, "ready") == 0 && o->json) {
             printf("%s\n", raw);
-        else if (ready) {
+        } else if (strcmp(state, "ready") == 0) {
             printf("stack of worker %.0f (", ctl_num(req, "worker"));
             put_worker_text(stdout, ctl_str(s, "source"));
             fputs("):\n", stdout);
             put_worker_text(stdout, ctl_str(s, "text"));
+        } else if (!code && !cJSON_GetObjectItemCaseSensitive(req, "request")) {
+            cJSON_AddNumberToObject(req, "request", ctl_num(s, "request"));
         }
+        bool done = code || strcmp(state, "ready") == 0;
         cJSON_Delete(res);
-        if (code || ready)
+        if (done)
             return code;
-        left = deadline - mono_ms();
-        struct timespec ts = {0, (left < STACK_POLL_MS ? (left > 0 ? left : 0) : STACK_POLL_MS) *
-                                     1000000L};
-        nanosleep(&ts, NULL);
     }
     fprintf(stderr, "corralctl: the worker did not answer within %d ms\n", o->timeout_ms);
     return EXIT_REFUSED;
@@ -421,6 +422,11 @@ static int run(const struct opts *o, const char *cmd, cJSON *req)
         ctl_close(&c);
         return r;
     }
+    if (strcmp(cmd, "stack") == 0) {
+        r = fetch_stack(&c, o, req);
+        ctl_close(&c);
+        return r;
+    }
     if (strcmp(cmd, "events") == 0)
         setvbuf(stdout, NULL, _IOLBF, 0); /* each event as it comes, even into a pipe */
     cJSON *res = NULL;
@@ -432,12 +438,6 @@ static int run(const struct opts *o, const char *cmd, cJSON *req)
         return EXIT_CONNECT;
     }
     int code = check(res);
-    if (!code && strcmp(cmd, "stack") == 0) {
-        code = fetch_stack(&c, o, req, res);
-        cJSON_Delete(res);
-        ctl_close(&c);
-        return code;
-    }
     if (o->json)
         printf("%s\n", raw);
     if (!code && !o->json)

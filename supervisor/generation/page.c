@@ -19,8 +19,14 @@
 
 struct cr_page {
     void *map;
-    uint32_t asked; /* the last stack request's number */
+    uint32_t first; /* the first stack request asked of this page, 0: none yet */
+    uint32_t asked; /* the last one */
 };
+
+/* Stack requests are numbered across every page of this corrald, not per
+ * page: a number a client holds names one process's request, never a
+ * later process's of the same worker. */
+static uint32_t last_ask;
 
 int cr_page_new(struct cr_page **ret, int *ret_fd)
 {
@@ -136,8 +142,11 @@ uint32_t cr_page_ask_stack(struct cr_page *p)
 {
     if (!(cr_page_features(p) & CR_WPAGE_F_STACK))
         return 0;
-    if (++p->asked == 0) /* 0 means "none" */
-        p->asked = 1;
+    if (++last_ask == 0) /* 0 means "none" */
+        last_ask = 1;
+    p->asked = last_ask;
+    if (!p->first)
+        p->first = p->asked;
     atomic_store_explicit(cr_wpage_u32(p->map, CR_WPAGE_OFF_STACK_REQ), p->asked,
                           memory_order_release);
     /* A shared futex: the worker's stack thread may sleep on this word
@@ -145,6 +154,11 @@ uint32_t cr_page_ask_stack(struct cr_page *p)
     syscall(SYS_futex, cr_wpage_u32(p->map, CR_WPAGE_OFF_STACK_REQ), FUTEX_WAKE, INT_MAX, NULL,
             NULL, 0);
     return p->asked;
+}
+
+bool cr_page_asked(const struct cr_page *p, uint32_t n)
+{
+    return p && p->first && n && n - p->first <= p->asked - p->first;
 }
 
 int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, char *source,

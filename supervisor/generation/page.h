@@ -37,8 +37,12 @@ unsigned cr_page_features(const struct cr_page *p);
 void cr_page_request(const struct cr_page *p, struct cr_request_seen *ret);
 
 /* Asks the worker for its main thread's stack: the request's number (the
- * futex on it is woken). 0 when the worker does not answer stacks. */
+ * futex on it is woken), unique among this corrald's pages (until the
+ * count wraps at 2^32). 0 when the worker does not answer stacks. */
 uint32_t cr_page_ask_stack(struct cr_page *p);
+/* Whether request n was asked of this page (of this process, not of an
+ * earlier one of the same worker). */
+bool cr_page_asked(const struct cr_page *p, uint32_t n);
 /* The answer to request n (or to a later one), once the worker wrote it:
  * 1 with the text (cut to size - 1, NUL-terminated, valid UTF-8: an
  * invalid byte or a NUL is '?') and its source (printable ASCII), 0 while

@@ -1,5 +1,6 @@
 /* The control socket's transport: accept, authorize, frame lines, bound
- * every buffer, time out idle peers, and fan events out to subscribers. */
+ * every buffer, time out idle peers, hold an answer the dispatcher said to
+ * wait for (a `stack` with "wait"), and fan events out to subscribers. */
 #include "control.h"
 
 #include <errno.h>
@@ -33,6 +34,15 @@ struct client {
     bool draining;  /* finishing, input is read and thrown away */
     bool paused;    /* input not read while the peer's unread output is large */
     bool eof;       /* the peer will send nothing more */
+    /* A held answer (struct cr_control_turn): its line, handled again
+     * every HOLD_POLL_MS on the idle timer until answered or the deadline.
+     * Input is not read meanwhile. */
+    struct {
+        char *line;
+        size_t len;
+        uint32_t again;
+        uint64_t deadline;
+    } hold;
     int handles;
     uid_t uid;
     pid_t pid;
@@ -65,6 +75,7 @@ static void client_freed(uv_handle_t *h)
 {
     struct client *c = h->data;
     if (--c->handles == 0) {
+        free(c->hold.line);
         free(c->buf);
         free(c);
     }
@@ -109,6 +120,9 @@ static void on_linger(uv_timer_t *t)
 }
 
 #define LINGER_MS 2000
+/* A held stack answer is a few stores away once the worker's thread woke:
+ * look often, it costs one load of the worker's page. */
+#define HOLD_POLL_MS 5
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
@@ -223,6 +237,39 @@ static void on_idle(uv_timer_t *t)
     client_finish(c, false);
 }
 
+static void send_answer(struct client *c, cJSON *res)
+{
+    size_t n = 0;
+    char *text = cr_control_print_line(res, &n);
+    send_line(c, text, n);
+    cJSON_Delete(res);
+}
+
+static void process(struct client *c);
+
+/* The held line once more: the answer goes out when it comes without a
+ * hold, or at the deadline as it stands; then the client's later lines. */
+static void on_hold(uv_timer_t *t)
+{
+    struct client *c = t->data;
+    struct cr_control_turn turn;
+    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, c->hold.line, c->hold.len,
+                                   c->hold.again, &turn);
+    if (turn.hold_ms && uv_now(c->ctl->loop) < c->hold.deadline) {
+        cJSON_Delete(res);
+        return;
+    }
+    free(c->hold.line);
+    c->hold.line = NULL;
+    send_answer(c, res);
+    if (c->closing)
+        return;
+    uv_timer_start(&c->idle, on_idle, c->ctl->idle_ms, c->ctl->idle_ms);
+    process(c);
+    if (!c->hold.line && !c->paused && !c->closing && !c->eof)
+        uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
+}
+
 static void handle_line(struct client *c, const char *line, size_t len)
 {
     /* Tolerate CRLF and blank lines. */
@@ -230,13 +277,20 @@ static void handle_line(struct client *c, const char *line, size_t len)
         len--;
     if (!len)
         return;
-    bool sub = false;
-    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, &sub);
-    size_t n = 0;
-    char *text = cr_control_print_line(res, &n);
-    send_line(c, text, n);
-    cJSON_Delete(res);
-    if (sub) {
+    struct cr_control_turn turn;
+    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, 0, &turn);
+    if (turn.hold_ms && (c->hold.line = malloc(len))) {
+        memcpy(c->hold.line, line, len);
+        c->hold.len = len;
+        c->hold.again = turn.again;
+        c->hold.deadline = uv_now(c->ctl->loop) + turn.hold_ms;
+        cJSON_Delete(res);
+        uv_read_stop((uv_stream_t *)&c->pipe);
+        uv_timer_start(&c->idle, on_hold, HOLD_POLL_MS, HOLD_POLL_MS);
+        return;
+    }
+    send_answer(c, res); /* without memory to hold it: the answer as it is */
+    if (turn.subscribe) {
         c->subscribed = true;
         uv_timer_stop(&c->idle);
     }
@@ -270,8 +324,9 @@ static void refuse_long_line(struct client *c)
 static void process(struct client *c)
 {
     size_t off = 0;
-    /* c->buf is NULL until the first byte arrives (an EOF may come first). */
-    while (c->len && !c->closing) {
+    /* c->buf is NULL until the first byte arrives (an EOF may come first).
+     * A held answer stops the lines after it; on_hold goes on. */
+    while (c->len && !c->closing && !c->hold.line) {
         if (backlogged(c)) {
             c->paused = true;
             uv_read_stop((uv_stream_t *)&c->pipe);
@@ -295,7 +350,7 @@ static void process(struct client *c)
         memmove(c->buf, c->buf + off, c->len - off);
         c->len -= off;
     }
-    if (c->paused)
+    if (c->paused || c->hold.line)
         return;
     if (c->len > CR_CONTROL_MAX_LINE) {
         refuse_long_line(c);
@@ -307,6 +362,8 @@ static void process(struct client *c)
         if (c->len)
             handle_line(c, c->buf, c->len);
         c->len = 0;
+        if (c->hold.line)
+            return; /* on_hold finishes it once the answer is out */
         /* A subscriber's EOF ends its subscription too: kept, it would
          * hold a client slot until an event write failed, which may be
          * never, and 128 of them would lock everyone out (busy). */
@@ -356,7 +413,7 @@ static void maybe_resume(struct client *c)
         return;
     c->paused = false;
     process(c);
-    if (!c->paused && !c->closing && !c->eof)
+    if (!c->paused && !c->closing && !c->eof && !c->hold.line)
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 

@@ -230,7 +230,8 @@ struct req {
     void *ctx;
     const cJSON *in;
     cJSON *out;
-    bool subscribe;
+    uint32_t again;
+    struct cr_control_turn turn;
 };
 
 /* Handlers return NULL on success (r->out filled) or an error object. */
@@ -279,6 +280,9 @@ static cJSON *op_error(int e, int id, const char *what)
         return cr_control_error(CR_E_NOT_FOUND, "no worker %d", id);
     case -ESRCH:
         return cr_control_error(CR_E_NO_PROCESS, "worker %d has no process right now", id);
+    case -ESTALE:
+        return cr_control_error(CR_E_NO_PROCESS,
+                                "worker %d: the process that was asked has exited", id);
     default:
         return cr_control_error(CR_E_INTERNAL, "%s failed: %s", what, strerror(e < 0 ? -e : e));
     }
@@ -454,19 +458,31 @@ static cJSON *cmd_stack(struct req *r)
     cJSON *err = NULL, *st = NULL;
     if (worker_arg(r, "worker", &id, &err) < 0)
         return err;
-    const cJSON *q = arg(r, "request");
+    const cJSON *q = arg(r, "request"), *wait = arg(r, "wait");
     if (q && (!cJSON_IsNumber(q) || q->valuedouble < 1 || q->valuedouble > UINT32_MAX ||
               q->valuedouble != (double)(uint32_t)q->valuedouble))
         return cr_control_error(CR_E_BAD_ARGUMENT,
                                 "'request' must be the number a first `stack` answered");
-    if ((err = op_error(r->ops->stack(r->ctx, id, q ? (uint32_t)q->valuedouble : 0, &st), id,
-                        "stack"))) {
+    if (wait && !int_in(wait, 0, CR_CONTROL_MAX_WAIT_MS))
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'wait' must be 0..%d (ms)",
+                                CR_CONTROL_MAX_WAIT_MS);
+    uint32_t request = r->again ? r->again : q ? (uint32_t)q->valuedouble : 0;
+    if ((err = op_error(r->ops->stack(r->ctx, id, request, &st), id, "stack"))) {
         cJSON_Delete(st);
         return err;
     }
     if (!st)
         return oom();
     cJSON_AddItemToObject(r->out, "stack", st);
+    /* Asked, or still pending: with a wait, the transport holds this
+     * answer and looks again. */
+    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "request");
+    if (wait && wait->valueint > 0 && state &&
+        (strcmp(state, "asked") == 0 || strcmp(state, "pending") == 0) && cJSON_IsNumber(n)) {
+        r->turn.hold_ms = (uint32_t)wait->valueint;
+        r->turn.again = (uint32_t)n->valuedouble;
+    }
     return NULL;
 }
 
@@ -504,7 +520,7 @@ static cJSON *cmd_set(struct req *r)
 
 static cJSON *cmd_events(struct req *r)
 {
-    r->subscribe = true;
+    r->turn.subscribe = true;
     cJSON_AddTrueToObject(r->out, "subscribed");
     return NULL;
 }
@@ -544,8 +560,8 @@ static const struct {
     {"ping", cmd_ping},       {"stack", cmd_stack},
 };
 
-static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
-                       bool *ret_subscribe)
+static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in, uint32_t again,
+                       struct cr_control_turn *turn)
 {
     if (!cJSON_IsObject(in))
         return cr_control_error(CR_E_BAD_REQUEST, "a request is a JSON object");
@@ -555,7 +571,8 @@ static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(cmd->valuestring, commands[i].name) != 0)
             continue;
-        struct req r = {.ops = ops, .ctx = ctx, .in = in, .out = cJSON_CreateObject()};
+        struct req r = {
+            .ops = ops, .ctx = ctx, .in = in, .out = cJSON_CreateObject(), .again = again};
         if (!r.out)
             return oom();
         cJSON_AddTrueToObject(r.out, "ok");
@@ -564,16 +581,16 @@ static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
             cJSON_Delete(r.out);
             return err;
         }
-        *ret_subscribe = r.subscribe;
+        *turn = r.turn;
         return r.out;
     }
     return cr_control_error(CR_E_UNKNOWN_COMMAND, "unknown command '%.64s'", cmd->valuestring);
 }
 
 cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *line, size_t len,
-                         bool *ret_subscribe)
+                         uint32_t again, struct cr_control_turn *turn)
 {
-    *ret_subscribe = false;
+    *turn = (struct cr_control_turn){0};
     /* JSON text is UTF-8 with no raw control characters in strings; cJSON
      * checks neither, and what it lets through would be echoed. */
     struct lex lx = lex_check(line, len);
@@ -599,7 +616,7 @@ cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *li
     if (lx.nul_escapes > (has_id ? lex_check(line + id_at, id_len).nul_escapes : 0))
         res = cr_control_error(CR_E_BAD_REQUEST, "\\u0000 is allowed only inside \"id\"");
     else
-        res = dispatch(ops, ctx, in, ret_subscribe);
+        res = dispatch(ops, ctx, in, again, turn);
     if (res && has_id)
         echo_id(res, line, id_at, id_len);
     cJSON_Delete(in);

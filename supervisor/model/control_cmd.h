@@ -31,7 +31,7 @@ struct cr_postmortem;
  * Functions returning cJSON * give the caller a new object (NULL: out of
  * memory, answered `internal`); int functions return 0 or -errno:
  * -ESHUTDOWN (corrald is stopping), -ENOENT (no such worker), -ESRCH (the
- * worker has no process), -EINVAL (set: bad key or value, text in err),
+ * worker has no process), -ESTALE (the process asked has exited), -EINVAL (set: bad key or value, text in err),
  * anything else is `internal`. */
 struct cr_ctl_ops {
     cJSON *(*status)(void *ctx);                   /* {"supervisor":{…},"workers":[…]} */
@@ -54,11 +54,26 @@ struct cr_ctl_ops {
     void (*stop)(void *ctx);     /* begin the drain; the answer goes out first */
 };
 
+/* What the transport does after an answer. */
+struct cr_control_turn {
+    bool subscribe;   /* `events`: send this client every event from now on */
+    /* A `stack` with "wait" whose stack is not in yet: the transport holds
+     * the answer for up to hold_ms, handling the same line again (with
+     * `again`) until an answer comes without hold_ms, then sends that one,
+     * or the last one at the deadline. The client's later lines wait. */
+    uint32_t hold_ms;
+    uint32_t again;   /* the stack request the line is handled again with */
+};
+
+/* Bounds a `stack` request's "wait", in ms. */
+#define CR_CONTROL_MAX_WAIT_MS 60000
+
 /* The request handler: one line (without its '\n') in, one response object
- * out (caller frees, never NULL unless out of memory). ret_subscribe is set
- * for `events`: the transport then sends this client every event. */
+ * out (caller frees, never NULL unless out of memory), and the transport's
+ * next step in *turn. again is 0, or a held line's turn.again: the line is
+ * then answered as if it named that stack request. */
 cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *line, size_t len,
-                         bool *ret_subscribe);
+                         uint32_t again, struct cr_control_turn *turn);
 
 /* {"ok":false,"error":{"code":code,"message":…}}; the message is cut to
  * whole UTF-8 characters and any invalid byte becomes '?'. */

@@ -5,8 +5,10 @@ real workers, real signals.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import corraltest as ct  # noqa: E402
@@ -95,6 +97,65 @@ def test_stack_on_demand():
         assert rc == 1 and "not-found" in err, (rc, out, err)
         r = c.ctl("stack", worker=1, request=0)
         assert not r["ok"] and r["error"]["code"] == "bad-argument", r
+        assert c.stop() == 0
+    finally:
+        c.close()
+
+
+def test_stack_wait_held():
+    """A `stack` with "wait" is answered once, when the stack is in (the
+    client asks nothing again), and the client's next line right after it;
+    a worker that cannot answer (SIGSTOP) gets `pending` at the wait's end,
+    with the request's number to go on with, which its next process cannot
+    answer (no-process); a line sent with EOF is held and answered before
+    the close."""
+    c = ct.Corrald("--hang-timeout", "0", workers=1, name="stack-wait")
+    try:
+        ctl = c.control()
+        t0 = time.monotonic()
+        ctl.send(b'{"cmd":"stack","worker":1,"wait":5000,"id":1}\n{"cmd":"ping","id":2}\n')
+        r1, r2 = json.loads(ctl.line()), json.loads(ctl.line())
+        assert r1["id"] == 1 and r1["stack"]["state"] == "ready", r1
+        assert "uv_run" in r1["stack"]["text"], r1
+        assert r2 == {"ok": True, "pong": "corral", "id": 2}, r2
+        print(f"held stack answer in {(time.monotonic() - t0) * 1000:.0f} ms")
+        pid = c.live_pids()[0]
+        assert c.ctl("kill", worker=1, signal="STOP")["ok"]
+        try:
+            t0 = time.monotonic()
+            ctl.send({"cmd": "stack", "worker": 1, "wait": 400})
+            r = json.loads(ctl.line())
+            took = time.monotonic() - t0
+            assert r["stack"]["state"] == "pending" and 0.38 <= took < 3, (r, took)
+            n = r["stack"]["request"]
+            # Still pending: the same request, answered at once without a wait.
+            r = c.ctl("stack", worker=1, request=n)
+            assert r["stack"] == {"state": "pending", "request": n}, r
+            # A peer that leaves while its answer is held costs nothing
+            # after the wait (the sanitizer pass checks the leak too).
+            gone = c.control()
+            gone.send({"cmd": "stack", "worker": 1, "request": n, "wait": 300})
+            gone.close()
+        finally:
+            c.ctl("kill", worker=1, signal="CONT")
+        r = c.ctl("stack", worker=1, request=n, wait=5000)
+        assert r["stack"]["state"] == "ready" and r["stack"]["request"] == n, r
+        # Its next process: the number was not asked of it.
+        assert c.ctl("kill", worker=1, signal="KILL")["ok"]
+        ct.wait_for(lambda: (lambda p: p and p != [pid])(c.live_pids()), 10,
+                    what="the worker's next process")
+        r = c.ctl("stack", worker=1, request=n, wait=1000)
+        assert not r["ok"] and r["error"]["code"] == "no-process", r
+        assert "has exited" in r["error"]["message"], r
+        # A held line then EOF: the answer, then the close.
+        ctl.close()
+        ctl = c.control()
+        ctl.send({"cmd": "stack", "worker": 1, "wait": 5000})
+        ctl.s.shutdown(socket.SHUT_WR)
+        r = json.loads(ctl.line())
+        assert r["stack"]["state"] == "ready", r
+        assert ctl.line() is None
+        ctl.close()
         assert c.stop() == 0
     finally:
         c.close()

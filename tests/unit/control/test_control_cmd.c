@@ -27,6 +27,9 @@ struct fake {
     unsigned scaled;
     int restarted, killed, sig, reloads, stops, calls;
     char key[64], value[256];
+    const char *stack_state;        /* the fake stack's "state", if any */
+    uint32_t again;                 /* handed to cr_control_handle */
+    struct cr_control_turn turn;    /* what it said to do next */
 };
 
 static cJSON *f_status(void *ctx)
@@ -145,6 +148,8 @@ static int f_stack(void *ctx, int id, uint32_t request, cJSON **ret)
         return -ENOENT;
     f->killed = id; /* the worker asked about */
     *ret = f->fail_json ? NULL : cJSON_CreateObject();
+    if (*ret && f->stack_state)
+        cJSON_AddStringToObject(*ret, "state", f->stack_state);
     if (*ret)
         cJSON_AddNumberToObject(*ret, "request", request ? request : 7);
     return f->ret;
@@ -203,8 +208,8 @@ static void note_code(const char *code)
  * that parses back as JSON. The printed line goes to ret_line if asked. */
 static cJSON *run_n(struct fake *f, const char *line, size_t len, bool *ret_sub, char **ret_line)
 {
-    bool sub = true;
-    cJSON *res = cr_control_handle(&ops, f, line, len, &sub);
+    memset(&f->turn, 0xff, sizeof(f->turn)); /* every member must be set */
+    cJSON *res = cr_control_handle(&ops, f, line, len, f->again, &f->turn);
     assert_non_null(res);
     size_t n = 0;
     char *text = cr_control_print_line(res, &n);
@@ -221,7 +226,7 @@ static cJSON *run_n(struct fake *f, const char *line, size_t len, bool *ret_sub,
     else
         free(text);
     if (ret_sub)
-        *ret_sub = sub;
+        *ret_sub = f->turn.subscribe;
     return res;
 }
 
@@ -252,6 +257,7 @@ static void expect_error_n(struct fake *f, const char *line, size_t len, const c
     cJSON *res = run_n(f, line, len, &sub, NULL);
     assert_string_equal(error_code(res), code);
     assert_false(sub);
+    assert_int_equal(f->turn.hold_ms, 0);
     cJSON_Delete(res);
 }
 
@@ -498,6 +504,58 @@ static void test_stack(void **state)
     f.ret = 0;
     f.fail_json = true;
     expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1}", CR_E_INTERNAL);
+}
+
+/* "wait": an answer still asked-for or pending is held (hold_ms, and the
+ * request to look again with); a ready one, or one without a wait, is not.
+ * Handled again with `again`, the line names that request, never a new
+ * ask. */
+static void test_stack_wait(void **state)
+{
+    (void)state;
+    struct fake f = fake();
+    static const struct {
+        const char *state, *line;
+        uint32_t hold, again;
+    } cases[] = {
+        {"asked", "{\"cmd\":\"stack\",\"worker\":1,\"wait\":1500}", 1500, 7},
+        {"pending", "{\"cmd\":\"stack\",\"worker\":1,\"request\":9,\"wait\":60000}", 60000, 9},
+        {"ready", "{\"cmd\":\"stack\",\"worker\":1,\"wait\":1500}", 0, 0},
+        {"unsupported", "{\"cmd\":\"stack\",\"worker\":1,\"wait\":1500}", 0, 0},
+        {"asked", "{\"cmd\":\"stack\",\"worker\":1}", 0, 0},
+        {"asked", "{\"cmd\":\"stack\",\"worker\":1,\"wait\":0}", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        f.stack_state = cases[i].state;
+        cJSON *r = run(&f, cases[i].line, NULL);
+        assert_ok(r);
+        assert_int_equal(f.turn.hold_ms, cases[i].hold);
+        assert_int_equal(f.turn.again, cases[i].again);
+        assert_false(f.turn.subscribe);
+        cJSON_Delete(r);
+    }
+    /* Handled again: the held request, not a new one (the fake answers 7
+     * to an ask), and held again while it is pending. */
+    f.stack_state = "pending";
+    f.again = 31;
+    const char *held = "{\"cmd\":\"stack\",\"worker\":1,\"wait\":200,\"id\":\"x\"}";
+    char *line = NULL;
+    cJSON *r = run_n(&f, held, strlen(held), NULL, &line);
+    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(r, "stack"), "request"), 31);
+    assert_non_null(strstr(line, "\"id\":\"x\"")); /* the id still echoed */
+    free(line);
+    assert_int_equal(f.turn.hold_ms, 200);
+    assert_int_equal(f.turn.again, 31);
+    cJSON_Delete(r);
+    f.again = 0;
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":-1}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":60001}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":1.5}", CR_E_BAD_ARGUMENT);
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":\"1s\"}", CR_E_BAD_ARGUMENT);
+    /* An error on the look again ends the hold (the worker died). */
+    f.again = 31;
+    f.ret = -ESRCH;
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":200}", CR_E_NO_PROCESS);
 }
 
 static void test_set(void **state)
@@ -765,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_reload),
         cmocka_unit_test(test_kill),
         cmocka_unit_test(test_stack),
+        cmocka_unit_test(test_stack_wait),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_metrics),

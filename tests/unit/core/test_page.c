@@ -242,7 +242,7 @@ static void test_stack_answer_is_valid_utf8(void **state)
     atomic_store_explicit(cr_wpage_u32(m, CR_WPAGE_OFF_FEATURES), CR_WPAGE_F_STACK,
                           memory_order_release);
     uint32_t n = cr_page_ask_stack(p);
-    assert_int_equal(n, 1);
+    assert_int_not_equal(n, 0);
     char buf[64], src[40];
     assert_int_equal(cr_page_stack(p, n, buf, sizeof buf, src, sizeof src), 0); /* not yet */
     /* A text cut in the middle of "€" (e2 82 ac), a NUL, a lone 0xff, and
@@ -263,6 +263,39 @@ static void test_stack_answer_is_valid_utf8(void **state)
     cr_page_free(p);
 }
 
+/* Request numbers name one page's requests: a worker's next process (a
+ * new page) never takes a number its last one was asked with, so a client
+ * holding one cannot be answered by another process's stack. */
+static void test_stack_numbers_name_one_page(void **state)
+{
+    (void)state;
+    struct cr_page *a, *b;
+    int fa, fb;
+    assert_int_equal(cr_page_new(&a, &fa), 0);
+    assert_int_equal(cr_page_new(&b, &fb), 0);
+    char *ma = map_fd(fa), *mb = map_fd(fb);
+    atomic_store_explicit(cr_wpage_u32(ma, CR_WPAGE_OFF_FEATURES), CR_WPAGE_F_STACK,
+                          memory_order_release);
+    atomic_store_explicit(cr_wpage_u32(mb, CR_WPAGE_OFF_FEATURES), CR_WPAGE_F_STACK,
+                          memory_order_release);
+    assert_false(cr_page_asked(b, 1)); /* never asked */
+    uint32_t a1 = cr_page_ask_stack(a), a2 = cr_page_ask_stack(a);
+    uint32_t b1 = cr_page_ask_stack(b);
+    assert_true(a1 && a2 && b1 && a1 != a2 && b1 != a1 && b1 != a2);
+    assert_true(cr_page_asked(a, a1) && cr_page_asked(a, a2) && cr_page_asked(b, b1));
+    assert_false(cr_page_asked(b, a1));
+    assert_false(cr_page_asked(b, a2));
+    assert_false(cr_page_asked(a, b1));
+    assert_false(cr_page_asked(a, 0));
+    assert_false(cr_page_asked(NULL, a1));
+    munmap(ma, CR_WPAGE_SIZE);
+    munmap(mb, CR_WPAGE_SIZE);
+    close(fa);
+    close(fb);
+    cr_page_free(a);
+    cr_page_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_c_writer_never_torn),
         cmocka_unit_test(test_python_writer_never_torn),
         cmocka_unit_test(test_stack_answer_is_valid_utf8),
+        cmocka_unit_test(test_stack_numbers_name_one_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
