@@ -410,12 +410,9 @@
   // count X_REQUESTS and X_INFLIGHT): what the page adds per request is the
   // record's stores. Pipelined responses still queued when their socket
   // closes get no 'close' of their own: they end at their socket's, which
-  // the agent watches once per connection. A request with `Expect:
-  // 100-continue` that the app takes through its own 'checkContinue'
-  // listener comes as no 'request' event (unless the app emits one, as
-  // Node's documentation shows): it is neither counted nor named. The
-  // agent adds no such listener: Node would stop answering 100 Continue
-  // for the app.
+  // the agent watches once per connection. Requests with an Expect header
+  // that the app takes through its own 'checkContinue' or
+  // 'checkExpectation' listener are followed there (followRequests).
   //
   // diagnostics_channel's http.server.request.start/response.finish would
   // see every http server of the process, but cost an unmodified app +2-4 %
@@ -851,12 +848,44 @@
   // Counts the requests of an HTTP(S) server (a bare net.Server has none)
   // and names them in the worker page: the first 'request' listener, so it
   // runs before the app's handler (makePage).
+  //
+  // A request with an Expect header comes as 'checkContinue' (100-continue)
+  // or 'checkExpectation' (any other), not 'request', when the app listens
+  // for those: the agent then listens first there too, and only while the
+  // app does (its own listener alone would stop Node's automatic 100
+  // Continue, and turn other expectations' 417 into silence). Such a
+  // request the app passes on as 'request' afterwards (Node's documented
+  // way) is the same request: counted once. The set of them is made with
+  // the app's first such listener; until then 'request' costs nothing more.
   function followRequests(server) {
-    server.prependListener('request', (req, res) => {
+    let expected = null; // requests begun through an Expect event
+    const follow = (req, res) => {
       state.requests++;
       page.began(req, res);
       res.once('close', onResponseClose);
+    };
+    server.prependListener('request', (req, res) => {
+      if (expected !== null && expected.has(req)) return;
+      follow(req, res);
     });
+    const mine = {
+      checkContinue: (req, res) => { expected.add(req); follow(req, res); },
+      checkExpectation: (req, res) => { expected.add(req); follow(req, res); },
+    };
+    const theirs = (event) => server.listeners(event).filter((l) => l !== mine[event]).length;
+    const watch = (event) => {
+      if (expected === null) expected = new WeakSet();
+      if (!server.listeners(event).includes(mine[event])) server.prependListener(event, mine[event]);
+    };
+    server.on('newListener', (event, listener) => {
+      if (listener !== mine[event] && Object.hasOwn(mine, event)) watch(event);
+    });
+    server.on('removeListener', (event, listener) => {
+      if (listener !== mine[event] && Object.hasOwn(mine, event) && theirs(event) === 0) {
+        server.removeListener(event, mine[event]);
+      }
+    });
+    for (const event of Object.keys(mine)) if (theirs(event) > 0) watch(event);
   }
 
   function adopt(server) {

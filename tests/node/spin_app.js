@@ -11,6 +11,13 @@
 //   GET /objects?n=N   keeps N x 10000 more small objects (a heap of many
 //                      objects: what makes a heap snapshot big)
 //   GET /              {"pid": ...}
+//   GET /expect/on     the app takes Expect requests itself from now on: a
+//                      'checkContinue' listener that answers 100 Continue
+//                      and handles the request (or, for a target holding
+//                      "reemit", passes it on as 'request', as Node's
+//                      documentation shows), and a 'checkExpectation' one
+//                      that handles any other Expect; /expect/off removes
+//                      both
 
 const crypto = require('node:crypto');
 const http = require('node:http');
@@ -48,12 +55,26 @@ function handle(req, res) {
     const n = Math.min(Number(url.searchParams.get('n')) || 1, 1000) * 10000;
     for (let i = 0; i < n; i++) kept.push({ id: kept.length, name: `n${kept.length}`, tags: [i] });
     res.end(`kept ${kept.length}\n`);
+  } else if (url.pathname === '/expect/on') {
+    server.on('checkContinue', checkContinue);
+    server.on('checkExpectation', handle);
+    res.end(`checkContinue listeners: ${server.listenerCount('checkContinue')}\n`);
+  } else if (url.pathname === '/expect/off') {
+    server.removeListener('checkContinue', checkContinue);
+    server.removeListener('checkExpectation', handle);
+    res.end(`checkContinue listeners: ${server.listenerCount('checkContinue')}\n`);
   } else if (url.pathname === '/throw') {
     throw new Error('thrown by the handler of /throw');
   } else {
     res.setHeader('Content-Type', 'application/json');
     res.end(JSON.stringify({ pid: process.pid }) + '\n');
   }
+}
+
+function checkContinue(req, res) {
+  res.writeContinue();
+  if (req.url.includes('reemit')) server.emit('request', req, res);
+  else handle(req, res);
 }
 
 const server = http.createServer(handle);

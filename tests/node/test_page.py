@@ -137,6 +137,77 @@ def test_record(node):
         w.kill()
 
 
+def expect_request(port, target, expect=b"100-continue"):
+    """Sends the head of a request with an Expect header and a 5-byte body:
+    the connection, and whether a 100 Continue came within 2 s (the body
+    is sent then, or after the wait; at once for another expectation)."""
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nExpect: %s\r\n"
+              b"Content-Length: 5\r\n\r\n" % (target.encode(), expect))
+    c.settimeout(2)
+    try:
+        interim = c.recv(64) if expect == b"100-continue" else b""
+    except socket.timeout:
+        interim = b""
+    c.sendall(b"hello")
+    c.settimeout(30)
+    return c, interim.startswith(b"HTTP/1.1 100 Continue")
+
+
+def test_record_expect(node):
+    """Requests with `Expect: 100-continue`: while the app has no
+    'checkContinue' listener, Node answers 100 Continue itself and the
+    request is named as any other (the agent added no listener of its
+    own); once the app takes them, the ones it serves through its
+    listener are named and counted, the ones it passes on as 'request'
+    counted once; once it stops, Node's 100 Continue is back. Another
+    expectation: named when the app's 'checkExpectation' takes it, else
+    Node's 417 (nothing served, nothing counted)."""
+    w = page_worker(node)
+    try:
+        w.wait_ready()
+        assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
+        features(w, F_REQUEST | F_STACK)
+        base = record(w, lambda r: r["inflight"] == 0)["count"]
+
+        def served(target, count, continued):
+            c, got = expect_request(w.port, target)
+            try:
+                assert got == continued, (target, got)
+                r = record(w, lambda r: r["inflight"] == 1, what=f"{target} named")
+                assert r["method"] == "POST" and r["target"] == target and r["count"] == count, r
+                assert c.recv(4096).startswith(b"HTTP/1.1 200"), target
+            finally:
+                c.close()
+            r = record(w, lambda r: r["inflight"] == 0, what=f"{target} ended")
+            assert r["count"] == count, r
+
+        served("/wait?ms=500&auto", base + 1, True)
+        assert ct.http_get("127.0.0.1", w.port, "/expect/on")[0] == 200
+        served("/wait?ms=500&listener", base + 3, True)
+        served("/wait?ms=500&reemit", base + 4, True)
+        c, got = expect_request(w.port, "/wait?ms=500&other", b"x-corral")
+        try:
+            r = record(w, lambda r: r["inflight"] == 1, what="another expectation named")
+            assert r["target"] == "/wait?ms=500&other" and r["count"] == base + 5, r
+            assert not got and c.recv(4096).startswith(b"HTTP/1.1 200")
+        finally:
+            c.close()
+        assert ct.http_get("127.0.0.1", w.port, "/expect/off")[0] == 200
+        served("/wait?ms=500&auto-again", base + 7, True)
+        c, got = expect_request(w.port, "/wait?ms=500&refused", b"x-corral")
+        try:
+            assert c.recv(4096).startswith(b"HTTP/1.1 417"), "Node's own 417"
+        finally:
+            c.close()
+        assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
+        r = record(w, lambda r: r["inflight"] == 0 and r["count"] == base + 8,
+                   what="the 417 not counted")
+        print(f"expect ok: {record(w, lambda r: r['inflight'] == 0)}")
+    finally:
+        w.kill()
+
+
 def test_stack(node):
     """A stack request while the main thread spins in spinFor() is answered
     with its JS stack, innermost first, file and line; while it idles,
