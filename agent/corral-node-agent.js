@@ -851,41 +851,58 @@
   //
   // A request with an Expect header comes as 'checkContinue' (100-continue)
   // or 'checkExpectation' (any other), not 'request', when the app listens
-  // for those: the agent then listens first there too, and only while the
+  // for those: the agent then listens there too, first, and only while the
   // app does (its own listener alone would stop Node's automatic 100
-  // Continue, and turn other expectations' 417 into silence). Such a
-  // request the app passes on as 'request' afterwards (Node's documented
-  // way) is the same request: counted once. The set of them is made with
-  // the app's first such listener; until then 'request' costs nothing more.
+  // Continue, and turn other expectations' 417 into silence). A request
+  // the app passes on as 'request' afterwards (Node's documented way) is
+  // the same request: counted once. The set of them is made with the app's
+  // first such listener; until then 'request' costs one more comparison.
   function followRequests(server) {
-    let expected = null; // requests begun through an Expect event
+    const EXPECT_EVENTS = ['checkContinue', 'checkExpectation'];
+    let expected = null; // requests with an Expect header already followed
     const follow = (req, res) => {
       state.requests++;
       page.began(req, res);
       res.once('close', onResponseClose);
     };
-    server.prependListener('request', (req, res) => {
-      if (expected !== null && expected.has(req)) return;
+    // Node reads req.headers.expect for every request itself: no cost.
+    const onRequest = (req, res) => {
+      if (expected !== null && req.headers.expect !== undefined) {
+        if (expected.has(req)) return;
+        expected.add(req);
+      }
       follow(req, res);
-    });
-    const mine = {
-      checkContinue: (req, res) => { expected.add(req); follow(req, res); },
-      checkExpectation: (req, res) => { expected.add(req); follow(req, res); },
     };
-    const theirs = (event) => server.listeners(event).filter((l) => l !== mine[event]).length;
-    const watch = (event) => {
-      if (expected === null) expected = new WeakSet();
-      if (!server.listeners(event).includes(mine[event])) server.prependListener(event, mine[event]);
+    server.prependListener('request', onRequest);
+    const isExpect = (event) => event === EXPECT_EVENTS[0] || event === EXPECT_EVENTS[1];
+    const theirs = (event) => server.listeners(event).filter((l) => l !== onRequest).length;
+    // First among the event's listeners: added before the app's (the
+    // newListener event comes before the listener is added), and put back
+    // in front once the app's own prependListener has run.
+    const front = (event) => {
+      if (theirs(event) === 0) return;
+      const ls = server.listeners(event);
+      if (ls[0] === onRequest) return;
+      if (ls.includes(onRequest)) server.removeListener(event, onRequest);
+      server.prependListener(event, onRequest);
     };
     server.on('newListener', (event, listener) => {
-      if (listener !== mine[event] && Object.hasOwn(mine, event)) watch(event);
+      if (listener === onRequest || !isExpect(event)) return;
+      if (expected === null) expected = new WeakSet();
+      if (!server.listeners(event).includes(onRequest)) server.prependListener(event, onRequest);
+      queueMicrotask(() => front(event));
     });
     server.on('removeListener', (event, listener) => {
-      if (listener !== mine[event] && Object.hasOwn(mine, event) && theirs(event) === 0) {
-        server.removeListener(event, mine[event]);
+      if (listener !== onRequest && isExpect(event) && theirs(event) === 0) {
+        server.removeListener(event, onRequest);
       }
     });
-    for (const event of Object.keys(mine)) if (theirs(event) > 0) watch(event);
+    for (const event of EXPECT_EVENTS) {
+      if (theirs(event) > 0) {
+        if (expected === null) expected = new WeakSet();
+        front(event);
+      }
+    }
   }
 
   function adopt(server) {

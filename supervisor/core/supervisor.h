@@ -60,8 +60,10 @@ void cr_worker_drain_paced(struct cr_worker *w, enum cr_kill_reason why, const c
 /* The stack of a worker's main thread on demand (`corralctl stack`), by
  * its page's exchange: request 0 asks anew (state ASKED, with the
  * request's number, or UNSUPPORTED with why), n looks for the answer to n
- * (PENDING, or READY with the text, which the caller frees). Nothing
- * waits in corrald: the client asks again. -ENOENT, -ESRCH. */
+ * (PENDING, or READY with the text, which the caller frees). A held
+ * answer (inputs/control.c) calls it again every 5 ms: PENDING copies
+ * nothing. -ENOENT, -ESRCH; -EINVAL: n was never asked; -ESTALE: n was
+ * asked of an earlier process of this worker. */
 enum cr_stack_state { CR_STACK_UNSUPPORTED, CR_STACK_ASKED, CR_STACK_PENDING, CR_STACK_READY };
 struct cr_stack_reply {
     enum cr_stack_state phase;

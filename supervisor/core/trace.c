@@ -122,10 +122,14 @@ int cr_supervisor_stack(struct cr_supervisor *sup, int id, uint32_t request,
                          "worker %d: its stack asked for (corralctl stack)", id);
         return 0;
     }
+    if (!cr_page_ever_asked(request))
+        return -EINVAL;
     if (!cr_page_asked(w->g.page, request))
         return -ESTALE; /* asked of a process that is gone */
     ret->request = request;
     ret->phase = CR_STACK_PENDING;
+    if (!cr_page_answered(w->g.page, request))
+        return 0; /* looked at every 5 ms by a held answer: no copy */
     char *buf = malloc(CR_WPAGE_STACK_MAX + 1);
     if (!buf)
         return -ENOMEM;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,9 +227,12 @@ static int follow_events(struct ctl_conn *c, const struct opts *o)
 /* `stack`: asks with a "wait", which corrald holds until the worker
  * answered (or the wait passed); a --timeout past the protocol's bound on
  * a wait asks again for the same request. A reply comes within its wait
- * and the loop's turn: STACK_SLACK_MS more is allowed for it. */
+ * and the loop's turn: STACK_SLACK_MS more is allowed for it. A corrald
+ * older than "wait" answers `pending` at once: it is asked again every
+ * STACK_POLL_MS, as corralctl did before (waiting on the connection). */
 #define STACK_SLACK_MS 1000
 #define STACK_MAX_WAIT_MS 60000 /* the protocol's bound on a wait */
+#define STACK_POLL_MS 20
 
 static int64_t mono_ms(void)
 {
@@ -254,7 +258,8 @@ static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req)
     int64_t deadline = mono_ms() + o->timeout_ms;
     cJSON *wait = cJSON_AddNumberToObject(req, "wait", 0);
     for (int64_t left; (left = deadline - mono_ms()) > 0;) {
-        cJSON_SetNumberValue(wait, left < STACK_MAX_WAIT_MS ? left : STACK_MAX_WAIT_MS);
+        int64_t asked = left < STACK_MAX_WAIT_MS ? left : STACK_MAX_WAIT_MS, t0 = mono_ms();
+        cJSON_SetNumberValue(wait, (double)asked);
         cJSON *res = NULL;
         char *raw = NULL;
         int r = ctl_call(c, req, (int)(left + STACK_SLACK_MS), &res, &raw);
@@ -282,6 +287,11 @@ static int fetch_stack(struct ctl_conn *c, const struct opts *o, cJSON *req)
         cJSON_Delete(res);
         if (done)
             return code;
+        if (mono_ms() - t0 < asked / 2) { /* not held: an older corrald */
+            struct pollfd p = {.fd = c->fd, .events = POLLIN};
+            left = deadline - mono_ms();
+            poll(&p, 1, (int)(left < STACK_POLL_MS ? (left > 0 ? left : 0) : STACK_POLL_MS));
+        }
     }
     fprintf(stderr, "corralctl: the worker did not answer within %d ms\n", o->timeout_ms);
     return EXIT_REFUSED;

@@ -161,16 +161,26 @@ bool cr_page_asked(const struct cr_page *p, uint32_t n)
     return p && p->first && n && n - p->first <= p->asked - p->first;
 }
 
-int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, char *source,
-                  size_t source_size)
+bool cr_page_ever_asked(uint32_t n)
+{
+    return n && n <= last_ask;
+}
+
+bool cr_page_answered(const struct cr_page *p, uint32_t n)
 {
     if (!p || !n)
-        return 0;
+        return false;
     /* An answer to a later request is a fresher stack: it answers n too
      * (a hang's trace and a `corralctl stack` may ask at once). */
     uint32_t ans = atomic_load_explicit(cr_wpage_u32(p->map, CR_WPAGE_OFF_STACK_ANS),
                                         memory_order_acquire);
-    if (!ans || (int32_t)(ans - n) < 0)
+    return ans && (int32_t)(ans - n) >= 0;
+}
+
+int cr_page_stack(const struct cr_page *p, uint32_t n, char *buf, size_t size, char *source,
+                  size_t source_size)
+{
+    if (!cr_page_answered(p, n))
         return 0;
     /* The answer is read as it stands: a worker rewrites it only when
      * corrald asks again, and it asks again only for a hang's trace and

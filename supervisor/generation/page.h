@@ -41,8 +41,11 @@ void cr_page_request(const struct cr_page *p, struct cr_request_seen *ret);
  * count wraps at 2^32). 0 when the worker does not answer stacks. */
 uint32_t cr_page_ask_stack(struct cr_page *p);
 /* Whether request n was asked of this page (of this process, not of an
- * earlier one of the same worker). */
+ * earlier one of the same worker); of any page. */
 bool cr_page_asked(const struct cr_page *p, uint32_t n);
+bool cr_page_ever_asked(uint32_t n);
+/* Whether the worker answered request n (or a later one): a load, no copy. */
+bool cr_page_answered(const struct cr_page *p, uint32_t n);
 /* The answer to request n (or to a later one), once the worker wrote it:
  * 1 with the text (cut to size - 1, NUL-terminated, valid UTF-8: an
  * invalid byte or a NUL is '?') and its source (printable ASCII), 0 while

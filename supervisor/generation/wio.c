@@ -311,8 +311,12 @@ static void read_exec(struct cr_wio *io)
     io->execd = !err;
     if (!err) {
         /* Open now, not at the first sample: a status asked for in
-         * between reads the worker's RSS, not an unknown. */
-        cr_io_mem_fd(g, g->host->cfg->pss, false);
+         * between reads the worker's RSS, not an unknown. Not under
+         * --pss: status reads no PSS descriptor, and smaps_rollup stays
+         * bound to the image it was opened on (a wrapper's, before its
+         * exec); the first sample opens that. */
+        if (!g->host->cfg->pss)
+            cr_io_mem_fd(g, false, false);
         g->host->sink->exec_ok(g);
         return;
     }

@@ -34,13 +34,12 @@ struct client {
     bool draining;  /* finishing, input is read and thrown away */
     bool paused;    /* input not read while the peer's unread output is large */
     bool eof;       /* the peer will send nothing more */
-    /* A held answer (struct cr_control_turn): its line, handled again
-     * every HOLD_POLL_MS on the idle timer until answered or the deadline.
-     * Input is not read meanwhile. */
+    /* A held answer (struct cr_control_turn), looked at again every
+     * HOLD_POLL_MS on the idle timer until it is in or the deadline. Input
+     * is not read meanwhile. */
     struct {
-        char *line;
-        size_t len;
-        uint32_t again;
+        cJSON *res; /* the answer as it stands; NULL: nothing held */
+        struct cr_control_turn turn;
         uint64_t deadline;
     } hold;
     int handles;
@@ -75,7 +74,7 @@ static void client_freed(uv_handle_t *h)
 {
     struct client *c = h->data;
     if (--c->handles == 0) {
-        free(c->hold.line);
+        cJSON_Delete(c->hold.res);
         free(c->buf);
         free(c);
     }
@@ -247,26 +246,30 @@ static void send_answer(struct client *c, cJSON *res)
 
 static void process(struct client *c);
 
-/* The held line once more: the answer goes out when it comes without a
- * hold, or at the deadline as it stands; then the client's later lines. */
+/* The held answer looked at again (no line parsed): it goes out once it
+ * comes without a hold, or at the deadline as it stands; then the
+ * client's later lines. */
 static void on_hold(uv_timer_t *t)
 {
     struct client *c = t->data;
     struct cr_control_turn turn;
-    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, c->hold.line, c->hold.len,
-                                   c->hold.again, &turn);
-    if (turn.hold_ms && uv_now(c->ctl->loop) < c->hold.deadline) {
-        cJSON_Delete(res);
+    cJSON *res = cr_control_handle_again(c->ctl->ops, c->ctl->ops_ctx, c->hold.res,
+                                         &c->hold.turn, &turn);
+    c->hold.res = NULL;
+    if (!res) { /* out of memory: the client gets nothing, and goes */
+        client_close(c);
         return;
     }
-    free(c->hold.line);
-    c->hold.line = NULL;
+    if (turn.hold_ms && uv_now(c->ctl->loop) < c->hold.deadline) {
+        c->hold.res = res;
+        return;
+    }
     send_answer(c, res);
     if (c->closing)
         return;
     uv_timer_start(&c->idle, on_idle, c->ctl->idle_ms, c->ctl->idle_ms);
     process(c);
-    if (!c->hold.line && !c->paused && !c->closing && !c->eof)
+    if (!c->hold.res && !c->paused && !c->closing && !c->eof)
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 
@@ -278,18 +281,16 @@ static void handle_line(struct client *c, const char *line, size_t len)
     if (!len)
         return;
     struct cr_control_turn turn;
-    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, 0, &turn);
-    if (turn.hold_ms && (c->hold.line = malloc(len))) {
-        memcpy(c->hold.line, line, len);
-        c->hold.len = len;
-        c->hold.again = turn.again;
+    cJSON *res = cr_control_handle(c->ctl->ops, c->ctl->ops_ctx, line, len, &turn);
+    if (turn.hold_ms && res) {
+        c->hold.res = res;
+        c->hold.turn = turn;
         c->hold.deadline = uv_now(c->ctl->loop) + turn.hold_ms;
-        cJSON_Delete(res);
         uv_read_stop((uv_stream_t *)&c->pipe);
         uv_timer_start(&c->idle, on_hold, HOLD_POLL_MS, HOLD_POLL_MS);
         return;
     }
-    send_answer(c, res); /* without memory to hold it: the answer as it is */
+    send_answer(c, res);
     if (turn.subscribe) {
         c->subscribed = true;
         uv_timer_stop(&c->idle);
@@ -326,7 +327,7 @@ static void process(struct client *c)
     size_t off = 0;
     /* c->buf is NULL until the first byte arrives (an EOF may come first).
      * A held answer stops the lines after it; on_hold goes on. */
-    while (c->len && !c->closing && !c->hold.line) {
+    while (c->len && !c->closing && !c->hold.res) {
         if (backlogged(c)) {
             c->paused = true;
             uv_read_stop((uv_stream_t *)&c->pipe);
@@ -350,7 +351,7 @@ static void process(struct client *c)
         memmove(c->buf, c->buf + off, c->len - off);
         c->len -= off;
     }
-    if (c->paused || c->hold.line)
+    if (c->paused || c->hold.res)
         return;
     if (c->len > CR_CONTROL_MAX_LINE) {
         refuse_long_line(c);
@@ -362,7 +363,7 @@ static void process(struct client *c)
         if (c->len)
             handle_line(c, c->buf, c->len);
         c->len = 0;
-        if (c->hold.line)
+        if (c->hold.res)
             return; /* on_hold finishes it once the answer is out */
         /* A subscriber's EOF ends its subscription too: kept, it would
          * hold a client slot until an event write failed, which may be
@@ -413,7 +414,7 @@ static void maybe_resume(struct client *c)
         return;
     c->paused = false;
     process(c);
-    if (!c->paused && !c->closing && !c->eof && !c->hold.line)
+    if (!c->paused && !c->closing && !c->eof && !c->hold.res)
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
 }
 

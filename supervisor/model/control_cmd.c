@@ -230,7 +230,6 @@ struct req {
     void *ctx;
     const cJSON *in;
     cJSON *out;
-    uint32_t again;
     struct cr_control_turn turn;
 };
 
@@ -452,6 +451,29 @@ static cJSON *cmd_kill(struct req *r)
     return NULL;
 }
 
+/* The error for a stack operation's -errno (NULL: none); -EINVAL is a
+ * number this corrald never asked. */
+static cJSON *stack_error(int e, int id, uint32_t request)
+{
+    if (e == -EINVAL)
+        return cr_control_error(CR_E_BAD_ARGUMENT, "'request' %u was never asked", request);
+    return op_error(e, id, "stack");
+}
+
+/* An answer still asked-for or pending, with a wait: the transport holds
+ * it and looks again (cr_control_handle_again). */
+static void stack_turn(const cJSON *st, int id, uint32_t wait_ms, struct cr_control_turn *turn)
+{
+    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "request");
+    if (wait_ms && state && (strcmp(state, "asked") == 0 || strcmp(state, "pending") == 0) &&
+        cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble <= UINT32_MAX) {
+        turn->hold_ms = wait_ms;
+        turn->worker = id;
+        turn->again = (uint32_t)n->valuedouble;
+    }
+}
+
 static cJSON *cmd_stack(struct req *r)
 {
     int id;
@@ -466,23 +488,15 @@ static cJSON *cmd_stack(struct req *r)
     if (wait && !int_in(wait, 0, CR_CONTROL_MAX_WAIT_MS))
         return cr_control_error(CR_E_BAD_ARGUMENT, "'wait' must be 0..%d (ms)",
                                 CR_CONTROL_MAX_WAIT_MS);
-    uint32_t request = r->again ? r->again : q ? (uint32_t)q->valuedouble : 0;
-    if ((err = op_error(r->ops->stack(r->ctx, id, request, &st), id, "stack"))) {
+    uint32_t request = q ? (uint32_t)q->valuedouble : 0;
+    if ((err = stack_error(r->ops->stack(r->ctx, id, request, &st), id, request))) {
         cJSON_Delete(st);
         return err;
     }
     if (!st)
         return oom();
     cJSON_AddItemToObject(r->out, "stack", st);
-    /* Asked, or still pending: with a wait, the transport holds this
-     * answer and looks again. */
-    const char *state = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "state"));
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(st, "request");
-    if (wait && wait->valueint > 0 && state &&
-        (strcmp(state, "asked") == 0 || strcmp(state, "pending") == 0) && cJSON_IsNumber(n)) {
-        r->turn.hold_ms = (uint32_t)wait->valueint;
-        r->turn.again = (uint32_t)n->valuedouble;
-    }
+    stack_turn(st, id, wait ? (uint32_t)wait->valueint : 0, &r->turn);
     return NULL;
 }
 
@@ -560,7 +574,7 @@ static const struct {
     {"ping", cmd_ping},       {"stack", cmd_stack},
 };
 
-static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in, uint32_t again,
+static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
                        struct cr_control_turn *turn)
 {
     if (!cJSON_IsObject(in))
@@ -571,8 +585,7 @@ static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(cmd->valuestring, commands[i].name) != 0)
             continue;
-        struct req r = {
-            .ops = ops, .ctx = ctx, .in = in, .out = cJSON_CreateObject(), .again = again};
+        struct req r = {.ops = ops, .ctx = ctx, .in = in, .out = cJSON_CreateObject()};
         if (!r.out)
             return oom();
         cJSON_AddTrueToObject(r.out, "ok");
@@ -588,7 +601,7 @@ static cJSON *dispatch(const struct cr_ctl_ops *ops, void *ctx, const cJSON *in,
 }
 
 cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *line, size_t len,
-                         uint32_t again, struct cr_control_turn *turn)
+                         struct cr_control_turn *turn)
 {
     *turn = (struct cr_control_turn){0};
     /* JSON text is UTF-8 with no raw control characters in strings; cJSON
@@ -616,9 +629,32 @@ cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *li
     if (lx.nul_escapes > (has_id ? lex_check(line + id_at, id_len).nul_escapes : 0))
         res = cr_control_error(CR_E_BAD_REQUEST, "\\u0000 is allowed only inside \"id\"");
     else
-        res = dispatch(ops, ctx, in, again, turn);
+        res = dispatch(ops, ctx, in, turn);
     if (res && has_id)
         echo_id(res, line, id_at, id_len);
     cJSON_Delete(in);
     return res;
+}
+
+cJSON *cr_control_handle_again(const struct cr_ctl_ops *ops, void *ctx, cJSON *held,
+                               const struct cr_control_turn *was, struct cr_control_turn *turn)
+{
+    *turn = (struct cr_control_turn){0};
+    cJSON *st = NULL, *err;
+    int e = ops->stack(ctx, was->worker, was->again, &st);
+    if ((err = stack_error(e, was->worker, was->again)) || (!st && (err = oom()))) {
+        cJSON_Delete(st);
+        /* The id the client gave goes with whatever answers it. */
+        cJSON *id = cJSON_DetachItemFromObjectCaseSensitive(held, "id");
+        if (id)
+            cJSON_AddItemToObject(err, "id", id);
+        cJSON_Delete(held);
+        return err;
+    }
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(held, "stack", st)) {
+        cJSON_Delete(st);
+        return held; /* not a stack answer: nothing to look for */
+    }
+    stack_turn(st, was->worker, was->hold_ms, turn);
+    return held;
 }

@@ -31,8 +31,9 @@ struct cr_postmortem;
  * Functions returning cJSON * give the caller a new object (NULL: out of
  * memory, answered `internal`); int functions return 0 or -errno:
  * -ESHUTDOWN (corrald is stopping), -ENOENT (no such worker), -ESRCH (the
- * worker has no process), -ESTALE (the process asked has exited), -EINVAL (set: bad key or value, text in err),
- * anything else is `internal`. */
+ * worker has no process), -ESTALE (stack: the process asked has exited),
+ * -EINVAL (set: bad key or value, text in err; stack: a number never
+ * asked), anything else is `internal`. */
 struct cr_ctl_ops {
     cJSON *(*status)(void *ctx);                   /* {"supervisor":{…},"workers":[…]} */
     cJSON *(*workers)(void *ctx);                  /* [worker, …] */
@@ -56,13 +57,14 @@ struct cr_ctl_ops {
 
 /* What the transport does after an answer. */
 struct cr_control_turn {
-    bool subscribe;   /* `events`: send this client every event from now on */
+    bool subscribe; /* `events`: send this client every event from now on */
     /* A `stack` with "wait" whose stack is not in yet: the transport holds
-     * the answer for up to hold_ms, handling the same line again (with
-     * `again`) until an answer comes without hold_ms, then sends that one,
-     * or the last one at the deadline. The client's later lines wait. */
+     * the answer up to hold_ms, looking again (cr_control_handle_again)
+     * until an answer comes without hold_ms, then sends that one, or the
+     * last one at the deadline. The client's later lines wait. */
     uint32_t hold_ms;
-    uint32_t again;   /* the stack request the line is handled again with */
+    int worker;     /* the held stack request: its worker */
+    uint32_t again; /* and its number */
 };
 
 /* Bounds a `stack` request's "wait", in ms. */
@@ -70,10 +72,16 @@ struct cr_control_turn {
 
 /* The request handler: one line (without its '\n') in, one response object
  * out (caller frees, never NULL unless out of memory), and the transport's
- * next step in *turn. again is 0, or a held line's turn.again: the line is
- * then answered as if it named that stack request. */
+ * next step in *turn. */
 cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *line, size_t len,
-                         uint32_t again, struct cr_control_turn *turn);
+                         struct cr_control_turn *turn);
+
+/* A held answer (was: the turn it came with) looked at again: no line is
+ * parsed, the stack request was->again of worker was->worker is asked
+ * after. held is consumed; the result is the answer as it stands now (an
+ * error keeps held's "id"), *turn as for cr_control_handle. */
+cJSON *cr_control_handle_again(const struct cr_ctl_ops *ops, void *ctx, cJSON *held,
+                               const struct cr_control_turn *was, struct cr_control_turn *turn);
 
 /* {"ok":false,"error":{"code":code,"message":…}}; the message is cut to
  * whole UTF-8 characters and any invalid byte becomes '?'. */

@@ -265,12 +265,13 @@ static void run(const struct cr_ctl_ops *ops, void *ctx, const uint8_t *data, si
                 const cJSON *req, bool req_utf8)
 {
     struct cr_control_turn turn;
-    cJSON *res = cr_control_handle(ops, ctx, (const char *)data, size, 0, &turn);
+    cJSON *res = cr_control_handle(ops, ctx, (const char *)data, size, &turn);
     CHECK(res != NULL);
     check_response(res, req, req_utf8);
     if (turn.subscribe || turn.hold_ms)
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok")));
     CHECK(turn.hold_ms <= CR_CONTROL_MAX_WAIT_MS && (turn.hold_ms == 0) == (turn.again == 0));
+    CHECK(!turn.hold_ms || turn.worker > 0);
     cJSON_Delete(res);
 }
 

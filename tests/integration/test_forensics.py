@@ -107,8 +107,8 @@ def test_stack_wait_held():
     client asks nothing again), and the client's next line right after it;
     a worker that cannot answer (SIGSTOP) gets `pending` at the wait's end,
     with the request's number to go on with, which its next process cannot
-    answer (no-process); a line sent with EOF is held and answered before
-    the close."""
+    answer (no-process), and a number never asked is refused; a line sent
+    with EOF is held and answered before the close."""
     c = ct.Corrald("--hang-timeout", "0", workers=1, name="stack-wait")
     try:
         ctl = c.control()
@@ -147,6 +147,9 @@ def test_stack_wait_held():
         r = c.ctl("stack", worker=1, request=n, wait=1000)
         assert not r["ok"] and r["error"]["code"] == "no-process", r
         assert "has exited" in r["error"]["message"], r
+        r = c.ctl("stack", worker=1, request=4000000000, wait=1000)
+        assert not r["ok"] and r["error"]["code"] == "bad-argument", r
+        assert "never asked" in r["error"]["message"], r
         # A held line then EOF: the answer, then the close.
         ctl.close()
         ctl = c.control()

@@ -16,8 +16,8 @@
 //                      and handles the request (or, for a target holding
 //                      "reemit", passes it on as 'request', as Node's
 //                      documentation shows), and a 'checkExpectation' one
-//                      that handles any other Expect; /expect/off removes
-//                      both
+//                      that handles any other Expect (prepended with
+//                      ?prepend); /expect/off removes both
 
 const crypto = require('node:crypto');
 const http = require('node:http');
@@ -56,8 +56,9 @@ function handle(req, res) {
     for (let i = 0; i < n; i++) kept.push({ id: kept.length, name: `n${kept.length}`, tags: [i] });
     res.end(`kept ${kept.length}\n`);
   } else if (url.pathname === '/expect/on') {
-    server.on('checkContinue', checkContinue);
-    server.on('checkExpectation', handle);
+    const add = url.searchParams.has('prepend') ? 'prependListener' : 'on';
+    server[add]('checkContinue', checkContinue);
+    server[add]('checkExpectation', handle);
     res.end(`checkContinue listeners: ${server.listenerCount('checkContinue')}\n`);
   } else if (url.pathname === '/expect/off') {
     server.removeListener('checkContinue', checkContinue);

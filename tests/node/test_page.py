@@ -160,7 +160,8 @@ def test_record_expect(node):
     request is named as any other (the agent added no listener of its
     own); once the app takes them, the ones it serves through its
     listener are named and counted, the ones it passes on as 'request'
-    counted once; once it stops, Node's 100 Continue is back. Another
+    counted once (its listeners added with on() or prependListener());
+    once it stops, Node's 100 Continue is back. Another
     expectation: named when the app's 'checkExpectation' takes it, else
     Node's 417 (nothing served, nothing counted)."""
     w = page_worker(node)
@@ -174,7 +175,10 @@ def test_record_expect(node):
             c, got = expect_request(w.port, target)
             try:
                 assert got == continued, (target, got)
-                r = record(w, lambda r: r["inflight"] == 1, what=f"{target} named")
+                # The GET before may still be ending (its 'close' comes after
+                # the client read the answer): this request, alone.
+                r = record(w, lambda r: r["inflight"] == 1 and r["target"] == target,
+                           what=f"{target} named")
                 assert r["method"] == "POST" and r["target"] == target and r["count"] == count, r
                 assert c.recv(4096).startswith(b"HTTP/1.1 200"), target
             finally:
@@ -182,20 +186,21 @@ def test_record_expect(node):
             r = record(w, lambda r: r["inflight"] == 0, what=f"{target} ended")
             assert r["count"] == count, r
 
-        served("/wait?ms=500&auto", base + 1, True)
+        served("/wait?ms=2000&auto", base + 1, True)
         assert ct.http_get("127.0.0.1", w.port, "/expect/on")[0] == 200
-        served("/wait?ms=500&listener", base + 3, True)
-        served("/wait?ms=500&reemit", base + 4, True)
-        c, got = expect_request(w.port, "/wait?ms=500&other", b"x-corral")
+        served("/wait?ms=2000&listener", base + 3, True)
+        served("/wait?ms=2000&reemit", base + 4, True)
+        c, got = expect_request(w.port, "/wait?ms=2000&other", b"x-corral")
         try:
-            r = record(w, lambda r: r["inflight"] == 1, what="another expectation named")
-            assert r["target"] == "/wait?ms=500&other" and r["count"] == base + 5, r
+            r = record(w, lambda r: r["inflight"] == 1 and r["target"] == "/wait?ms=2000&other",
+                       what="another expectation named")
+            assert r["target"] == "/wait?ms=2000&other" and r["count"] == base + 5, r
             assert not got and c.recv(4096).startswith(b"HTTP/1.1 200")
         finally:
             c.close()
         assert ct.http_get("127.0.0.1", w.port, "/expect/off")[0] == 200
-        served("/wait?ms=500&auto-again", base + 7, True)
-        c, got = expect_request(w.port, "/wait?ms=500&refused", b"x-corral")
+        served("/wait?ms=2000&auto-again", base + 7, True)
+        c, got = expect_request(w.port, "/wait?ms=2000&refused", b"x-corral")
         try:
             assert c.recv(4096).startswith(b"HTTP/1.1 417"), "Node's own 417"
         finally:
@@ -203,6 +208,11 @@ def test_record_expect(node):
         assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
         r = record(w, lambda r: r["inflight"] == 0 and r["count"] == base + 8,
                    what="the 417 not counted")
+        # The app's listeners put before every other (prependListener): the
+        # agent's still come first, and a passed-on request counts once.
+        assert ct.http_get("127.0.0.1", w.port, "/expect/on?prepend")[0] == 200
+        served("/wait?ms=2000&prepended", base + 10, True)
+        served("/wait?ms=2000&prepended-reemit", base + 11, True)
         print(f"expect ok: {record(w, lambda r: r['inflight'] == 0)}")
     finally:
         w.kill()

@@ -127,6 +127,7 @@ static int f_stack(void *ctx, int id, uint32_t request, cJSON **ret)
     if (id > f->workers_max)
         return -ENOENT;
     f->killed = id; /* the worker asked about */
+    f->stack_request = request;
     *ret = f->fail_json ? NULL : cJSON_CreateObject();
     if (*ret && f->stack_state)
         cJSON_AddStringToObject(*ret, "state", f->stack_state);
@@ -195,7 +196,7 @@ static void note_code(const char *code)
 cJSON *run_n(struct fake *f, const char *line, size_t len, bool *ret_sub, char **ret_line)
 {
     memset(&f->turn, 0xff, sizeof(f->turn)); /* every member must be set */
-    cJSON *res = cr_control_handle(&fake_ops, f, line, len, f->again, &f->turn);
+    cJSON *res = cr_control_handle(&fake_ops, f, line, len, &f->turn);
     assert_non_null(res);
     size_t n = 0;
     char *text = cr_control_print_line(res, &n);

@@ -21,7 +21,7 @@ struct fake {
     int restarted, killed, sig, reloads, stops, calls;
     char key[64], value[256];
     const char *stack_state;     /* the fake stack's "state", if any */
-    uint32_t again;              /* handed to cr_control_handle */
+    uint32_t stack_request;      /* the last stack request looked for (0: asked) */
     struct cr_control_turn turn; /* what it said to do next */
 };
 

@@ -253,9 +253,7 @@ static void test_stack(void **state)
 }
 
 /* "wait": an answer still asked-for or pending is held (hold_ms, and the
- * request to look again with); a ready one, or one without a wait, is not.
- * Handled again with `again`, the line names that request, never a new
- * ask. */
+ * request to look again with); a ready one, or one without a wait, is not. */
 static void test_stack_wait(void **state)
 {
     (void)state;
@@ -280,28 +278,73 @@ static void test_stack_wait(void **state)
         assert_false(f.turn.subscribe);
         cJSON_Delete(r);
     }
-    /* Handled again: the held request, not a new one (the fake answers 7
-     * to an ask), and held again while it is pending. */
-    f.stack_state = "pending";
-    f.again = 31;
-    const char *held = "{\"cmd\":\"stack\",\"worker\":1,\"wait\":200,\"id\":\"x\"}";
-    char *line = NULL;
-    cJSON *r = run_n(&f, held, strlen(held), NULL, &line);
-    assert_int_equal(num(cJSON_GetObjectItemCaseSensitive(r, "stack"), "request"), 31);
-    assert_non_null(strstr(line, "\"id\":\"x\"")); /* the id still echoed */
-    free(line);
-    assert_int_equal(f.turn.hold_ms, 200);
-    assert_int_equal(f.turn.again, 31);
-    cJSON_Delete(r);
-    f.again = 0;
     expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":-1}", CR_E_BAD_ARGUMENT);
     expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":60001}", CR_E_BAD_ARGUMENT);
     expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":1.5}", CR_E_BAD_ARGUMENT);
     expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":\"1s\"}", CR_E_BAD_ARGUMENT);
-    /* An error on the look again ends the hold (the worker died). */
-    f.again = 31;
-    f.ret = -ESRCH;
-    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"wait\":200}", CR_E_NO_PROCESS);
+    f.ret = -EINVAL; /* a number never asked */
+    expect_error(&f, "{\"cmd\":\"stack\",\"worker\":1,\"request\":99}", CR_E_BAD_ARGUMENT);
+}
+
+/* The printed answer holds this text. */
+static void assert_line_has(const cJSON *res, const char *text)
+{
+    size_t n = 0;
+    char *line = cr_control_print_line(res, &n);
+    assert_non_null(line);
+    if (!strstr(line, text))
+        fail_msg("%s not in %s", text, line);
+    free(line);
+}
+
+/* A held answer looked at again: the held request's number is asked after
+ * (never a new ask), with no line parsed; held again while pending, sent
+ * once ready; an error (the worker died, or its process did) ends the
+ * hold; the client's id goes with every one of them. */
+static void test_stack_held_again(void **state)
+{
+    (void)state;
+    static const struct {
+        int ret;
+        const char *state, *want; /* want: the state, or an error code */
+        uint32_t hold;
+    } cases[] = {
+        {0, "pending", "pending", 1500},
+        {0, "ready", "ready", 0},
+        {-ESRCH, "pending", CR_E_NO_PROCESS, 0},
+        {-ESTALE, "pending", CR_E_NO_PROCESS, 0},
+        {-EINVAL, "pending", CR_E_BAD_ARGUMENT, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct fake f = fake();
+        f.stack_state = "asked";
+        cJSON *held = run(&f, "{\"cmd\":\"stack\",\"worker\":2,\"wait\":1500,\"id\":\"x\"}",
+                          NULL);
+        assert_int_equal(f.stack_request, 0); /* the first one asks */
+        assert_int_equal(f.turn.worker, 2);
+        assert_int_equal(f.turn.again, 7);
+        f.stack_state = cases[i].state;
+        f.ret = cases[i].ret;
+        struct cr_control_turn turn;
+        memset(&turn, 0xff, sizeof(turn));
+        cJSON *r = cr_control_handle_again(&fake_ops, &f, held, &f.turn, &turn);
+        assert_non_null(r);
+        assert_int_equal(f.stack_request, 7); /* looked for, not asked anew */
+        assert_int_equal(f.killed, 2);
+        assert_int_equal(turn.hold_ms, cases[i].hold);
+        assert_int_equal(turn.again, cases[i].hold ? 7 : 0);
+        assert_false(turn.subscribe);
+        if (cases[i].ret)
+            assert_string_equal(error_code(r), cases[i].want);
+        else
+            assert_string_equal(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "stack"),
+                                                 "state")
+                    ->valuestring,
+                cases[i].want);
+        assert_line_has(r, "\"id\":\"x\"");
+        cJSON_Delete(r);
+    }
 }
 
 static void test_set(void **state)
@@ -572,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_kill),
         cmocka_unit_test(test_stack),
         cmocka_unit_test(test_stack_wait),
+        cmocka_unit_test(test_stack_held_again),
         cmocka_unit_test(test_set),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_metrics),
