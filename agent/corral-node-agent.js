@@ -863,13 +863,20 @@
     const follow = (req, res) => {
       state.requests++;
       page.began(req, res);
-      res.once('close', onResponseClose);
+      if (res !== null && typeof res === 'object' && typeof res.once === 'function') {
+        res.once('close', onResponseClose);
+      }
     };
-    // Node reads req.headers.expect for every request itself: no cost.
+    // Node reads req.headers.expect for every request itself: no cost. An
+    // app may emit 'request' with an object of its own: never a throw here,
+    // before the app's handler.
     const onRequest = (req, res) => {
-      if (expected !== null && req.headers.expect !== undefined) {
-        if (expected.has(req)) return;
-        expected.add(req);
+      if (expected !== null && req !== null && typeof req === 'object') {
+        const h = req.headers;
+        if (h !== null && typeof h === 'object' && h.expect !== undefined) {
+          if (expected.has(req)) return;
+          expected.add(req);
+        }
       }
       follow(req, res);
     };
@@ -887,7 +894,17 @@
       server.prependListener(event, onRequest);
     };
     server.on('newListener', (event, listener) => {
-      if (listener === onRequest || !isExpect(event)) return;
+      if (listener === onRequest) return;
+      // The app's 'request' listeners replaced (removeAllListeners('request'),
+      // then on('request', …): a reload idiom): the agent's goes first again.
+      if (event === 'request') {
+        if (!server.listeners('request').includes(onRequest)) {
+          server.prependListener('request', onRequest);
+        }
+        queueMicrotask(() => front('request'));
+        return;
+      }
+      if (!isExpect(event)) return;
       if (expected === null) expected = new WeakSet();
       if (!server.listeners(event).includes(onRequest)) server.prependListener(event, onRequest);
       queueMicrotask(() => front(event));

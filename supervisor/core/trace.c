@@ -110,6 +110,8 @@ int cr_supervisor_stack(struct cr_supervisor *sup, int id, uint32_t request,
     struct cr_worker *w = cr_supervisor_worker(sup, id);
     if (!w)
         return -ENOENT;
+    if (request && !cr_page_ever_asked(request))
+        return -EINVAL; /* whatever the worker's state: the number is wrong */
     if (!w->g.pid || !cr_wstate_sampled(w->state))
         return -ESRCH;
     if (!request) {
@@ -122,8 +124,6 @@ int cr_supervisor_stack(struct cr_supervisor *sup, int id, uint32_t request,
                          "worker %d: its stack asked for (corralctl stack)", id);
         return 0;
     }
-    if (!cr_page_ever_asked(request))
-        return -EINVAL;
     if (!cr_page_asked(w->g.page, request))
         return -ESTALE; /* asked of a process that is gone */
     ret->request = request;

@@ -27,6 +27,7 @@ struct cr_page {
  * page: a number a client holds names one process's request, never a
  * later process's of the same worker. */
 static uint32_t last_ask;
+static bool wrapped; /* last_ask went past 2^32 - 1: every number was asked */
 
 int cr_page_new(struct cr_page **ret, int *ret_fd)
 {
@@ -142,8 +143,10 @@ uint32_t cr_page_ask_stack(struct cr_page *p)
 {
     if (!(cr_page_features(p) & CR_WPAGE_F_STACK))
         return 0;
-    if (++last_ask == 0) /* 0 means "none" */
+    if (++last_ask == 0) { /* 0 means "none" */
         last_ask = 1;
+        wrapped = true;
+    }
     p->asked = last_ask;
     if (!p->first)
         p->first = p->asked;
@@ -163,7 +166,7 @@ bool cr_page_asked(const struct cr_page *p, uint32_t n)
 
 bool cr_page_ever_asked(uint32_t n)
 {
-    return n && n <= last_ask;
+    return n && (wrapped || n <= last_ask);
 }
 
 bool cr_page_answered(const struct cr_page *p, uint32_t n)

@@ -646,8 +646,8 @@ cJSON *cr_control_handle_again(const struct cr_ctl_ops *ops, void *ctx, cJSON *h
         cJSON_Delete(st);
         /* The id the client gave goes with whatever answers it. */
         cJSON *id = cJSON_DetachItemFromObjectCaseSensitive(held, "id");
-        if (id)
-            cJSON_AddItemToObject(err, "id", id);
+        if (id && !cJSON_AddItemToObject(err, "id", id))
+            cJSON_Delete(id);
         cJSON_Delete(held);
         return err;
     }

@@ -18,6 +18,10 @@
 //                      documentation shows), and a 'checkExpectation' one
 //                      that handles any other Expect (prepended with
 //                      ?prepend); /expect/off removes both
+//   GET /request/replace   removeAllListeners('request'), then the handler
+//                      again (a reload idiom)
+//   GET /request/synthetic emits 'request' with objects of its own (no
+//                      headers, no socket), as some apps do
 
 const crypto = require('node:crypto');
 const http = require('node:http');
@@ -64,6 +68,13 @@ function handle(req, res) {
     server.removeListener('checkContinue', checkContinue);
     server.removeListener('checkExpectation', handle);
     res.end(`checkContinue listeners: ${server.listenerCount('checkContinue')}\n`);
+  } else if (url.pathname === '/request/replace') {
+    server.removeAllListeners('request');
+    server.on('request', handle);
+    res.end('replaced\n');
+  } else if (url.pathname === '/request/synthetic') {
+    server.emit('request', { method: 'GET', url: '/wait?ms=0&synthetic' }, { end() {} });
+    res.end('emitted\n');
   } else if (url.pathname === '/throw') {
     throw new Error('thrown by the handler of /throw');
   } else {

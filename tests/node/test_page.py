@@ -137,16 +137,17 @@ def test_record(node):
         w.kill()
 
 
-def expect_request(port, target, expect=b"100-continue"):
+def expect_request(port, target, expect=b"100-continue", interim=True):
     """Sends the head of a request with an Expect header and a 5-byte body:
     the connection, and whether a 100 Continue came within 2 s (the body
-    is sent then, or after the wait; at once for another expectation)."""
+    is sent then, or after the wait; at once for another expectation, or
+    without interim)."""
     c = socket.create_connection(("127.0.0.1", port))
     c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nExpect: %s\r\n"
               b"Content-Length: 5\r\n\r\n" % (target.encode(), expect))
     c.settimeout(2)
     try:
-        interim = c.recv(64) if expect == b"100-continue" else b""
+        interim = c.recv(64) if interim and expect == b"100-continue" else b""
     except socket.timeout:
         interim = b""
     c.sendall(b"hello")
@@ -213,7 +214,50 @@ def test_record_expect(node):
         assert ct.http_get("127.0.0.1", w.port, "/expect/on?prepend")[0] == 200
         served("/wait?ms=2000&prepended", base + 10, True)
         served("/wait?ms=2000&prepended-reemit", base + 11, True)
+        # First indeed: a handler that blocks the loop is named while it
+        # does (an agent listener behind the app's would name it after).
+        t0 = time.monotonic()
+        c, _ = expect_request(w.port, "/spin?ms=3000&prepended", interim=False)
+        try:
+            r = record(w, lambda r: r["target"] == "/spin?ms=3000&prepended",
+                       what="the spinning request named")
+            took = time.monotonic() - t0
+            assert took < 2.0 and r["count"] == base + 12, (took, r)
+            got = b""
+            while b"HTTP/1.1 200 " not in got:  # after the 100 Continue
+                chunk = c.recv(4096)
+                assert chunk, got
+                got += chunk
+        finally:
+            c.close()
         print(f"expect ok: {record(w, lambda r: r['inflight'] == 0)}")
+    finally:
+        w.kill()
+
+
+def test_record_listeners(node):
+    """The app replaces its 'request' listeners (removeAllListeners, then
+    its handler again: a reload idiom): its requests are still named and
+    counted. It emits 'request' with objects of its own (no headers, no
+    socket) while it takes Expect requests: the agent neither throws (its
+    listener runs first, inside the app's emit) nor stops counting."""
+    w = page_worker(node)
+    try:
+        w.wait_ready()
+        assert ct.http_get("127.0.0.1", w.port, "/")[0] == 200
+        features(w, F_REQUEST | F_STACK)
+        assert ct.http_get("127.0.0.1", w.port, "/expect/on")[0] == 200
+        st, body = ct.http_get("127.0.0.1", w.port, "/request/synthetic")[:2]
+        assert st == 200, (st, body)
+        assert ct.http_get("127.0.0.1", w.port, "/request/replace")[0] == 200
+        a = start(w, "/wait?ms=3000&after-replace")
+        r = record(w, lambda r: r["target"] == "/wait?ms=3000&after-replace",
+                   what="a request after the replace named")
+        # GET /, /expect/on, /request/synthetic and the request it emitted
+        # (in flight for good: its response has no events), /request/replace.
+        assert r["count"] == 6 and r["inflight"] == 2, r
+        assert a.result()[0] == 200
+        print(f"listeners ok: {r}")
     finally:
         w.kill()
 

@@ -288,6 +288,10 @@ static void test_stack_numbers_name_one_page(void **state)
     assert_false(cr_page_asked(a, b1));
     assert_false(cr_page_asked(a, 0));
     assert_false(cr_page_asked(NULL, a1));
+    /* Asked of some page, or never. */
+    assert_true(cr_page_ever_asked(a1) && cr_page_ever_asked(b1));
+    assert_false(cr_page_ever_asked(b1 + 1000));
+    assert_false(cr_page_ever_asked(0));
     munmap(ma, CR_WPAGE_SIZE);
     munmap(mb, CR_WPAGE_SIZE);
     close(fa);
