@@ -1,6 +1,7 @@
 """Shared steps of the classification and memory-watch tests: a test cgroup
 that is removed whatever happens, and bounded growth loops."""
 import contextlib
+import http.client
 import os
 import signal
 import sys
@@ -78,6 +79,40 @@ def grow(c, path, max_steps, interval=0.0, until=None, timeout=10):
         if interval:
             time.sleep(interval)  # the growth's pace
     return ok
+
+
+def connection_per_worker(c, pids, tries=200):
+    """One keep-alive connection to each of the reference workers `pids`
+    (the X-Worker-Pid of its first answer says whose it is): fresh
+    connections are opened until every pid has one, at most `tries`."""
+    conns = {}
+    for _ in range(tries):
+        conn = http.client.HTTPConnection(c.host, c.port, timeout=10)
+        conn.request("GET", "/light")
+        r = conn.getresponse()
+        r.read()
+        pid = int(r.getheader("X-Worker-Pid", "0"))
+        if pid in pids and pid not in conns and r.status == 200:
+            conns[pid] = conn
+        else:
+            conn.close()
+        if len(conns) == len(pids):
+            return [conns[p] for p in pids]
+    for conn in conns.values():
+        conn.close()
+    raise AssertionError(f"no connection to each of {pids} in {tries} tries: {sorted(conns)}")
+
+
+def get_on(conn, path):
+    """GET path on a connection of connection_per_worker: True if answered
+    200 (False: the worker died under it, or refused)."""
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        r.read()
+        return r.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
 
 
 def one_death(c, category, timeout=15):
