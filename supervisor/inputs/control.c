@@ -267,7 +267,10 @@ static void on_hold(uv_timer_t *t)
     send_answer(c, res);
     if (c->closing)
         return;
-    uv_timer_start(&c->idle, on_idle, c->ctl->idle_ms, c->ctl->idle_ms);
+    if (c->subscribed) /* a subscriber is never idle */
+        uv_timer_stop(&c->idle);
+    else
+        uv_timer_start(&c->idle, on_idle, c->ctl->idle_ms, c->ctl->idle_ms);
     process(c);
     if (!c->hold.res && !c->paused && !c->closing && !c->eof)
         uv_read_start((uv_stream_t *)&c->pipe, alloc_cb, on_read);
