@@ -253,13 +253,10 @@ static void on_hold(uv_timer_t *t)
 {
     struct client *c = t->data;
     struct cr_control_turn turn;
+    /* Never NULL: the held answer, renewed, or the error that ends it. */
     cJSON *res = cr_control_handle_again(c->ctl->ops, c->ctl->ops_ctx, c->hold.res,
                                          &c->hold.turn, &turn);
     c->hold.res = NULL;
-    if (!res) { /* out of memory: the client gets nothing, and goes */
-        client_close(c);
-        return;
-    }
     if (turn.hold_ms && uv_now(c->ctl->loop) < c->hold.deadline) {
         c->hold.res = res;
         return;

@@ -78,8 +78,8 @@ cJSON *cr_control_handle(const struct cr_ctl_ops *ops, void *ctx, const char *li
 
 /* A held answer (was: the turn it came with) looked at again: no line is
  * parsed, the stack request was->again of worker was->worker is asked
- * after. held is consumed; the result is the answer as it stands now (an
- * error keeps held's "id"), *turn as for cr_control_handle. */
+ * after. held is consumed; the result, never NULL, is the answer as it
+ * stands now (an error keeps held's "id"), *turn as for cr_control_handle. */
 cJSON *cr_control_handle_again(const struct cr_ctl_ops *ops, void *ctx, cJSON *held,
                                const struct cr_control_turn *was, struct cr_control_turn *turn);
 
